@@ -1,0 +1,194 @@
+/* The public allocation API. The fast paths are here:
+ *   malloc: heap->direct[size/16] -> page -> pop page->free
+ *   free:   pointer -> segment (mask) -> page; owner? push page->local_free
+ * No lock and no atomic read-modify-write on either. */
+#include "internal.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- malloc and free ---------------------------------------------------- */
+
+static inline void *malloc_inline(heap_t *h, size_t size) {
+  if (likely(size <= DIRECT_SIZE_MAX)) {
+    page_t *pg = h->direct[(size + 15) >> 4];
+    block_t *b = pg->free;
+    if (likely(b != NULL)) {
+      pg->free = b->next;
+      pg->used++;
+      return b;
+    }
+  }
+  return heap_malloc_generic(h, size);
+}
+
+void *brisk_malloc(size_t size) { return malloc_inline(brisk_tls_heap, size); }
+
+void brisk_free(void *p) {
+  segment_t *seg = segment_of(p);
+  if (unlikely(seg == NULL)) {
+    if (p) foreign_free(p);
+    return;
+  }
+  page_t *pg = page_of(seg, p);
+  heap_t *h = brisk_tls_heap;
+  if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid && pg->flags == 0)) {
+    block_t *b = p;
+    b->next = pg->local_free;
+    pg->local_free = b;
+    if (unlikely(--pg->used == 0)) heap_page_emptied(h, pg);
+    return;
+  }
+  heap_free_generic(seg, pg, p);
+}
+
+void brisk_free_sized(void *p, size_t size) {
+  (void)size;
+  brisk_free(p);
+}
+
+size_t brisk_usable_size(const void *p) {
+  segment_t *seg = segment_of(p);
+  if (!seg) return 0;
+  if (seg->kind == SEG_HUGE) return (size_t)(seg->map_base + seg->mapped_size - (const uint8_t *)p);
+  page_t *pg = page_of(seg, p);
+  const uint8_t *b = (const uint8_t *)page_block_start(pg, p);
+  return (size_t)(b + pg->block_size - (const uint8_t *)p);
+}
+
+int brisk_owns(const void *p) { return segment_of(p) != NULL; }
+
+/* ---- calloc and realloc ------------------------------------------------- */
+
+void *brisk_calloc(size_t count, size_t size) {
+  size_t total;
+  if (unlikely(__builtin_mul_overflow(count, size, &total))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  heap_t *h = brisk_tls_heap;
+  if (total > LARGE_SIZE_MAX) {
+    if (h == &brisk_heap_empty && !(h = heap_get_initialized())) return NULL;
+    return huge_alloc(h, total, 0, true);
+  }
+  void *p = malloc_inline(h, total);
+  if (p) memset(p, 0, total);
+  return p;
+}
+
+static void *realloc_foreign(void *p, size_t size);
+
+void *brisk_realloc(void *p, size_t size) {
+  if (!p) return brisk_malloc(size);
+  segment_t *seg = segment_of(p);
+  if (unlikely(!seg)) return realloc_foreign(p, size);
+  if (seg->kind == SEG_HUGE && size > LARGE_SIZE_MAX) {
+    void *q = huge_realloc(seg, p, size);
+    if (q) return q;
+  }
+  size_t usable = brisk_usable_size(p);
+  if (size <= usable && size >= usable / 2) return p;
+  void *q = brisk_malloc(size);
+  if (!q) return NULL;
+  memcpy(q, p, size < usable ? size : usable);
+  brisk_free(p);
+  return q;
+}
+
+void *brisk_reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return brisk_realloc(p, total);
+}
+
+/* ---- Aligned allocation ------------------------------------------------- */
+
+static void *aligned_alloc_any(size_t align, size_t size) {
+  if (align <= BLOCK_ALIGN) return brisk_malloc(size);
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  heap_t *h = brisk_tls_heap;
+  if (size <= DIRECT_SIZE_MAX) {
+    /* Often the next block of the size's own class is aligned already. */
+    page_t *pg = h->direct[(size + 15) >> 4];
+    block_t *b = pg->free;
+    if (b && ((uintptr_t)b & (align - 1)) == 0) {
+      pg->free = b->next;
+      pg->used++;
+      return b;
+    }
+  }
+  if (align <= MEDIUM_SIZE_MAX && size + align - 1 <= LARGE_SIZE_MAX) {
+    uint8_t *b = heap_malloc_generic(h, size + align - 1);
+    if (!b) return NULL;
+    uint8_t *p = (uint8_t *)align_up((uintptr_t)b, align);
+    if (p != b) page_of(segment_of(b), b)->flags |= PAGE_HAS_ALIGNED;
+    return p;
+  }
+  if (h == &brisk_heap_empty && !(h = heap_get_initialized())) return NULL;
+  return huge_alloc(h, size, align, false);
+}
+
+void *brisk_aligned_alloc(size_t align, size_t size) {
+  if (!is_power_of_two(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return aligned_alloc_any(align, size);
+}
+
+int brisk_posix_memalign(void **out, size_t align, size_t size) {
+  if (!is_power_of_two(align) || align % sizeof(void *) != 0) return EINVAL;
+  int saved = errno;
+  void *p = aligned_alloc_any(align, size);
+  errno = saved;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+/* glibc's memalign rounds a non-power-of-two alignment up. */
+void *brisk_memalign(size_t align, size_t size) {
+  if (align > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (!is_power_of_two(align)) align = align < 2 ? 1 : (size_t)1 << (64 - __builtin_clzl(align));
+  return aligned_alloc_any(align, size);
+}
+
+/* ---- Foreign pointers --------------------------------------------------- *
+ * The dynamic loader hands out memory from its own bootstrap allocator before
+ * brisk is in place, and may later pass it to free or realloc. brisk never
+ * writes to such memory: free leaves it alone, realloc copies out of it. */
+
+void foreign_free(void *p) {
+  if (brisk_opt.verbose) brisk_warning("free(%p): not allocated by brisk; left alone", p);
+}
+
+/* How many bytes from p, up to want, are readable: the block's true size is
+ * unknown, so copy as much of the request as is mapped. */
+size_t foreign_usable_size(const void *p, size_t want) {
+  uintptr_t a = (uintptr_t)p, page = a & ~(uintptr_t)(OS_PAGE_SIZE - 1);
+  size_t readable = 0;
+  unsigned char vec;
+  while (readable < want) {
+    if (mincore((void *)page, OS_PAGE_SIZE, &vec) != 0) break;
+    page += OS_PAGE_SIZE;
+    readable = page - a;
+  }
+  return readable < want ? readable : want;
+}
+
+static void *realloc_foreign(void *p, size_t size) {
+  if (brisk_opt.verbose) brisk_warning("realloc(%p): not allocated by brisk; copying it out", p);
+  void *q = brisk_malloc(size);
+  if (q) memcpy(q, p, foreign_usable_size(p, size));
+  return q;
+}

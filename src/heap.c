@@ -1,0 +1,312 @@
+/* Per-thread heaps: the page queues the allocation slow path works through,
+ * a heap's start and end with its thread, and adoption of the segments that
+ * exited threads left behind. */
+#include "internal.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+BRISK_INTERNAL page_t brisk_page_empty;
+BRISK_INTERNAL heap_t brisk_heap_empty = {
+    .direct = {[0 ... DIRECT_SLOTS - 1] = &brisk_page_empty},
+    .uid = UINT64_MAX, /* matches no segment, so frees take the remote path */
+};
+__thread heap_t *brisk_tls_heap __attribute__((tls_model("initial-exec"))) = &brisk_heap_empty;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static heap_t *registry;      /* live heaps */
+static heap_t *spare_heaps;   /* heap structs of exited threads, for reuse */
+static _Atomic(uint64_t) next_uid = 1;
+static pthread_key_t thread_key;
+static _Atomic(int) thread_key_ready;
+
+/* ---- Page queues -------------------------------------------------------- */
+
+/* Points the direct slots of a small class at the first page of its queue. */
+static void direct_update(heap_t *h, unsigned cls) {
+  size_t size = class_size(cls);
+  if (size > DIRECT_SIZE_MAX) return;
+  page_t *pg = h->queues[cls].first ? h->queues[cls].first : &brisk_page_empty;
+  size_t lo = cls == 1 ? 0 : class_size(cls - 1) / 16 + 1;
+  for (size_t i = lo; i <= size / 16; i++) h->direct[i] = pg;
+}
+
+static void queue_remove(page_queue_t *q, page_t *pg) {
+  if (pg->prev) pg->prev->next = pg->next; else q->first = pg->next;
+  if (pg->next) pg->next->prev = pg->prev; else q->last = pg->prev;
+  pg->next = pg->prev = NULL;
+}
+
+static void queue_push_front(page_queue_t *q, page_t *pg) {
+  pg->prev = NULL;
+  pg->next = q->first;
+  if (q->first) q->first->prev = pg; else q->last = pg;
+  q->first = pg;
+}
+
+static void queue_push_back(page_queue_t *q, page_t *pg) {
+  pg->next = NULL;
+  pg->prev = q->last;
+  if (q->last) q->last->next = pg; else q->first = pg;
+  q->last = pg;
+}
+
+void heap_queue_push(heap_t *h, page_t *pg) {
+  queue_push_back(&h->queues[pg->size_class], pg);
+  if (h->queues[pg->size_class].first == pg) direct_update(h, pg->size_class);
+}
+
+static void queue_to_front(heap_t *h, page_t *pg) {
+  page_queue_t *q = &h->queues[pg->size_class];
+  if (q->first == pg) return;
+  queue_remove(q, pg);
+  queue_push_front(q, pg);
+  direct_update(h, pg->size_class);
+}
+
+static void page_to_full(heap_t *h, page_t *pg) {
+  page_queue_t *q = &h->queues[pg->size_class];
+  bool was_first = q->first == pg;
+  queue_remove(q, pg);
+  queue_push_back(&h->full, pg);
+  pg->flags |= PAGE_IN_FULL;
+  if (was_first) direct_update(h, pg->size_class);
+}
+
+static void page_unfull(heap_t *h, page_t *pg) {
+  queue_remove(&h->full, pg);
+  pg->flags &= (uint8_t)~PAGE_IN_FULL;
+  page_set_delayed(pg, DELAYED_NONE, false);
+  heap_queue_push(h, pg);
+}
+
+void heap_page_emptied(heap_t *h, page_t *pg) {
+  page_queue_t *q = &h->queues[pg->size_class];
+  if (q->first == pg) return; /* the page being allocated from stays */
+  queue_remove(q, pg);
+  segment_page_retire(h, pg);
+}
+
+/* A block of h's own page, freed by h's thread (or handed over by another
+ * thread through the delayed list). */
+static void free_local(heap_t *h, page_t *pg, block_t *b) {
+  b->next = pg->local_free;
+  pg->local_free = b;
+  pg->used--;
+  if (pg->flags & PAGE_IN_FULL) page_unfull(h, pg);
+  if (pg->used == 0) heap_page_emptied(h, pg);
+}
+
+static void delayed_free_process(heap_t *h) {
+  if (!atomic_load_explicit(&h->delayed_free, memory_order_relaxed)) return;
+  block_t *b = atomic_exchange_explicit(&h->delayed_free, NULL, memory_order_acquire);
+  while (b) {
+    block_t *next = b->next;
+    segment_t *seg = segment_of(b);
+    free_local(h, page_of(seg, b), b);
+    b = next;
+  }
+}
+
+/* ---- Adoption of abandoned segments ------------------------------------- */
+
+static bool adopt_one(heap_t *h) {
+  segment_t *seg = segment_abandoned_pop();
+  if (!seg) return false;
+  seg->heap = h;
+  atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
+  uint32_t live = segment_collect_pages(seg, h);
+  if (live == 0 && h->segments[seg->kind]) {
+    segment_release(seg);
+    return true;
+  }
+  /* In front: its free pages are the next to use. */
+  seg->prev = NULL;
+  seg->next = h->segments[seg->kind];
+  if (seg->next) seg->next->prev = seg;
+  h->segments[seg->kind] = seg;
+  return true;
+}
+
+/* ---- Allocation slow path ----------------------------------------------- */
+
+/* Finds a page of class cls with a free block: the queue first (collecting
+ * frees, parking full pages), then adopted segments, then a fresh page. */
+static page_t *find_page(heap_t *h, unsigned cls) {
+  for (int attempt = 0;; attempt++) {
+    page_t *pg = h->queues[cls].first;
+    while (pg) {
+      page_t *next = pg->next;
+      page_collect(pg);
+      if (!pg->free && pg->capacity < pg->reserved) page_extend(pg);
+      if (pg->free) {
+        queue_to_front(h, pg);
+        return pg;
+      }
+      if (page_set_delayed(pg, DELAYED_USE, true)) {
+        page_to_full(h, pg);
+        pg = next;
+      }
+      /* else remote frees arrived meanwhile: look at the page again */
+    }
+    if (attempt > 0 || !adopt_one(h)) break;
+  }
+  page_t *pg = segment_page_alloc(h, class_segment_kind(cls));
+  if (!pg) return NULL;
+  page_init(pg, segment_of(pg), cls, h);
+  queue_push_front(&h->queues[cls], pg);
+  direct_update(h, cls);
+  return pg;
+}
+
+void *heap_malloc_generic(heap_t *h, size_t size) {
+  if (unlikely(h == &brisk_heap_empty)) {
+    h = heap_get_initialized();
+    if (!h) return NULL;
+  }
+  if (size > LARGE_SIZE_MAX) return huge_alloc(h, size, 0, false);
+  if (unlikely((++h->slow_calls & 63) == 0)) purge_maybe(h);
+  delayed_free_process(h);
+  page_t *pg = find_page(h, size_to_class(size));
+  if (!pg) return NULL;
+  block_t *b = pg->free;
+  pg->free = b->next;
+  pg->used++;
+  return b;
+}
+
+void heap_free_generic(segment_t *seg, page_t *pg, void *p) {
+  if (seg->kind == SEG_HUGE) {
+    huge_free(seg);
+    return;
+  }
+  block_t *b = page_block_start(pg, p);
+  heap_t *h = brisk_tls_heap;
+  if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid) free_local(h, pg, b);
+  else page_free_remote(seg, pg, b);
+}
+
+/* ---- Heap lifetime ------------------------------------------------------ */
+
+static heap_t *heap_struct_alloc(void) {
+  static uint8_t *chunk, *chunk_end;
+  heap_t *h = spare_heaps;
+  if (h) {
+    spare_heaps = h->next_heap;
+    return h;
+  }
+  size_t size = align_up(sizeof(heap_t), 64);
+  if (!chunk || chunk + size > chunk_end) {
+    size_t len = 64 * size;
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    chunk = m;
+    chunk_end = chunk + len;
+  }
+  h = (heap_t *)chunk;
+  chunk += size;
+  return h;
+}
+
+heap_t *heap_get_initialized(void) {
+  heap_t *h = brisk_tls_heap;
+  if (h != &brisk_heap_empty) return h;
+  process_init();
+  pthread_mutex_lock(&registry_lock);
+  h = heap_struct_alloc();
+  if (h) {
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_page_empty;
+    h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
+    h->next_heap = registry;
+    if (registry) registry->prev_heap = h;
+    registry = h;
+  }
+  pthread_mutex_unlock(&registry_lock);
+  if (!h) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  brisk_tls_heap = h;
+  if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) pthread_setspecific(thread_key, h);
+  return h;
+}
+
+/* Called once per process (before or from the first allocation). */
+void heap_process_init(void) {
+  if (pthread_key_create(&thread_key, heap_thread_done) == 0)
+    atomic_store_explicit(&thread_key_ready, 1, memory_order_release);
+}
+
+static void set_pages_never_delayed(heap_t *h) {
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
+    for (segment_t *seg = h->segments[kind]; seg; seg = seg->next)
+      for (uint32_t i = 0; i < seg->page_count; i++)
+        if (seg->pages[i].in_use) page_set_delayed(&seg->pages[i], DELAYED_NEVER, false);
+}
+
+/* Thread exit: pages still holding blocks go with their segments to the
+ * abandoned list; everything empty goes back to the caches. */
+void heap_thread_done(void *value) {
+  heap_t *h = value ? (heap_t *)value : brisk_tls_heap;
+  if (h == &brisk_heap_empty) return;
+  brisk_tls_heap = h; /* frees below must see the heap as local */
+  delayed_free_process(h);
+  /* Waits out remote threads mid-way through a delayed free; after this no
+   * remote thread reads this heap again. */
+  set_pages_never_delayed(h);
+  delayed_free_process(h);
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++) {
+    segment_t *seg = h->segments[kind];
+    while (seg) {
+      segment_t *next = seg->next;
+      seg->next = seg->prev = NULL;
+      if (segment_collect_pages(seg, NULL) == 0) segment_release(seg);
+      else segment_abandon(seg);
+      seg = next;
+    }
+    h->segments[kind] = NULL;
+  }
+  huge_flush_thread_cache(h, 0, true);
+  brisk_tls_heap = &brisk_heap_empty;
+  pthread_mutex_lock(&registry_lock);
+  if (h->prev_heap) h->prev_heap->next_heap = h->next_heap; else registry = h->next_heap;
+  if (h->next_heap) h->next_heap->prev_heap = h->prev_heap;
+  h->prev_heap = NULL;
+  h->next_heap = spare_heaps;
+  spare_heaps = h;
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* Gives back what this heap holds idle: pages that waited the purge delay
+ * (all with force) and, with force, its warm huge blocks. */
+void heap_collect_caches(heap_t *h, uint64_t now, bool force) {
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
+    for (segment_t *seg = h->segments[kind]; seg; seg = seg->next) segment_purge_pages(seg, now, force);
+  huge_flush_thread_cache(h, now, force);
+}
+
+static __thread int registry_held __attribute__((tls_model("initial-exec")));
+
+bool heap_registry_held(void) { return registry_held != 0; }
+
+void heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
+  pthread_mutex_lock(&registry_lock);
+  registry_held++;
+  for (heap_t *h = registry; h; h = h->next_heap) fn(h, arg);
+  registry_held--;
+  pthread_mutex_unlock(&registry_lock);
+}
+
+void heap_registry_lock(void) { pthread_mutex_lock(&registry_lock); }
+void heap_registry_unlock(void) { pthread_mutex_unlock(&registry_lock); }
+void heap_registry_reset_after_fork(void) { pthread_mutex_init(&registry_lock, NULL); }
+
+/* The thread's own pending work, for brisk_collect. */
+void heap_collect_own(bool force) {
+  heap_t *h = brisk_tls_heap;
+  if (h == &brisk_heap_empty) return;
+  delayed_free_process(h);
+  heap_collect_caches(h, os_now_ms(), force);
+}

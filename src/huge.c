@@ -1,0 +1,146 @@
+/* Huge blocks (above the largest size class): one block per segment,
+ * recycled warm through a small per-thread cache backed by the shared
+ * segment cache, so a loop of big allocations makes no system call. Grown in
+ * place, or moved without copying, with mremap. */
+#include "internal.h"
+
+#include <string.h>
+
+#define HUGE_MIN_GRANULE ((size_t)64 * 1024)
+
+/* Four mapping sizes per doubling: at most 25% of address space is slack,
+ * and untouched slack costs no memory. */
+static size_t huge_round(size_t need) {
+  unsigned b = 63 - (unsigned)__builtin_clzl(need);
+  size_t granule = (size_t)1 << (b >= 2 ? b - 2 : 0);
+  if (granule < HUGE_MIN_GRANULE) granule = HUGE_MIN_GRANULE;
+  return align_up(need, granule);
+}
+
+static void huge_setup(segment_t *seg, size_t offset) {
+  seg->kind = SEG_HUGE;
+  seg->page_shift = 63; /* every offset maps to pages[0] */
+  seg->page_count = 1;
+  seg->block_offset = offset;
+  seg->heap = NULL;
+  seg->next = seg->prev = NULL;
+  atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
+}
+
+static segment_t *take_cached(heap_t *h, size_t mapped) {
+  size_t max = mapped + mapped / 4;
+  segment_t *seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, mapped, max, SEG_HUGE);
+  if (seg) cache_unreserve(seg->mapped_size);
+  else seg = cache_take(mapped, max, SEG_HUGE);
+  return seg;
+}
+
+/* Blocks aligned to a segment or more: the header sits in the chunk below
+ * the block, which the chunk map marks with tag 2. Never cached. */
+static void *huge_alloc_overaligned(size_t size, size_t align) {
+  size_t body = align_up(size, OS_PAGE_SIZE);
+  if (body < size || align + body < body) { errno = ENOMEM; return NULL; }
+  uint8_t *base;
+  size_t mapped;
+  if (!os_map_aligned(align + body, align, &base, &mapped)) return NULL;
+  uint8_t *block = base + align;
+  segment_t *seg = (segment_t *)(block - SEGMENT_SIZE);
+  seg->map_base = base;
+  seg->mapped_size = mapped;
+  seg->purged = 0;
+  huge_setup(seg, SEGMENT_SIZE);
+  os_register_chunk(block, 2);
+  return block;
+}
+
+void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
+  if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) { errno = ENOMEM; return NULL; }
+  if (align >= SEGMENT_SIZE) return huge_alloc_overaligned(size, align);
+  size_t offset = align_up(HUGE_BLOCK_OFFSET, align > 64 ? align : 64);
+  size_t mapped = huge_round(offset + size);
+  segment_t *seg = take_cached(h, mapped);
+  bool fresh = false;
+  if (!seg) {
+    uint8_t *base;
+    size_t got;
+    seg = os_map_aligned(mapped, SEGMENT_SIZE, &base, &got);
+    if (!seg) return NULL;
+    seg->map_base = base;
+    seg->mapped_size = got;
+    os_register_chunk(seg, 1);
+    fresh = true;
+  }
+  huge_setup(seg, offset);
+  uint8_t *p = (uint8_t *)seg + offset;
+  if (zero && !fresh) {
+    /* A purged segment reads as zero past its header page. */
+    uint8_t *dirty_end = seg->purged ? (uint8_t *)seg + align_up(HUGE_BLOCK_OFFSET, OS_PAGE_SIZE) : p + size;
+    if (dirty_end > p) memset(p, 0, (size_t)(dirty_end - p) < size ? (size_t)(dirty_end - p) : size);
+  }
+  seg->purged = 0;
+  return p;
+}
+
+void huge_free(segment_t *seg) {
+  if (seg->map_base != (uint8_t *)seg) {
+    segment_unmap(seg);
+    return;
+  }
+  heap_t *h = brisk_tls_heap;
+  if (h != &brisk_heap_empty && cache_reserve(seg->mapped_size)) {
+    if (slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms())) {
+      purge_note_pending();
+      return;
+    }
+    cache_unreserve(seg->mapped_size);
+  }
+  segment_release(seg);
+}
+
+/* Returns the (maybe moved) block, or NULL when the caller must copy. */
+void *huge_realloc(segment_t *seg, void *p, size_t size) {
+  if (seg->map_base != (uint8_t *)seg) return NULL;
+  size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
+  if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
+  size_t need = offset + size;
+  if (need <= seg->mapped_size) {
+    if (need < seg->mapped_size / 2) {
+      size_t smaller = huge_round(need);
+      if (os_resize(seg, seg->mapped_size, smaller)) seg->mapped_size = smaller;
+    }
+    return p;
+  }
+  size_t bigger = huge_round(need);
+  if (os_resize(seg, seg->mapped_size, bigger)) {
+    seg->mapped_size = bigger;
+    return p;
+  }
+  uint8_t *base;
+  size_t got;
+  segment_t *target = os_map_aligned(bigger, SEGMENT_SIZE, &base, &got);
+  if (!target) return NULL;
+  size_t old_size = seg->mapped_size;
+  if (!os_move(seg, old_size, target, bigger)) {
+    os_unmap(target, got);
+    return NULL;
+  }
+  os_register_chunk(seg, 0);
+  target->map_base = (uint8_t *)target;
+  target->mapped_size = got;
+  os_register_chunk(target, 1);
+  return (uint8_t *)target + offset;
+}
+
+/* Purges the thread's warm huge blocks that sat for the purge delay; with
+ * force, hands all of them to the shared cache (or the OS). */
+void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force) {
+  if (!force) {
+    if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, true)) purge_note_pending();
+    return;
+  }
+  segment_t *seg;
+  while ((seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, SIZE_MAX, SEG_HUGE))) {
+    cache_unreserve(seg->mapped_size);
+    segment_release(seg);
+  }
+}

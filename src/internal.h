@@ -1,0 +1,288 @@
+/* brisk internals: the data structures every other file shares.
+ *
+ * Memory comes from the OS in segments: 4 MiB-aligned mappings whose header
+ * (struct segment) sits at the aligned start, so the owner of any block is
+ * found by masking the pointer. A segment is carved into pages of one size
+ * (64 KiB, 512 KiB or the whole segment); a page holds blocks of one size
+ * class. Blocks above the largest class live alone in a "huge" segment.
+ *
+ * Each thread has a heap: per size class a queue of pages it allocates from.
+ * Only the owning thread touches a page's free lists; other threads push
+ * freed blocks onto the page's atomic thread_free list, which the owner
+ * collects in batches. */
+#ifndef BRISK_INTERNAL_H
+#define BRISK_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+
+#include "brisk.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define BRISK_INTERNAL __attribute__((visibility("hidden")))
+#define BRISK_NOINLINE __attribute__((noinline))
+
+/* ---- Geometry ----------------------------------------------------------- */
+
+#define SEGMENT_SHIFT 22                     /* 4 MiB */
+#define SEGMENT_SIZE ((size_t)1 << SEGMENT_SHIFT)
+#define SEGMENT_MASK (SEGMENT_SIZE - 1)
+
+#define SMALL_PAGE_SHIFT 16                  /* 64 KiB pages */
+#define MEDIUM_PAGE_SHIFT 19                 /* 512 KiB pages */
+#define LARGE_PAGE_SHIFT SEGMENT_SHIFT       /* one page spans the segment */
+#define MAX_PAGES_PER_SEGMENT (SEGMENT_SIZE >> SMALL_PAGE_SHIFT) /* 64 */
+
+#define SMALL_SIZE_MAX (8 * 1024)            /* classes in 64 KiB pages */
+#define MEDIUM_SIZE_MAX (64 * 1024)          /* classes in 512 KiB pages */
+#define LARGE_SIZE_MAX (1024 * 1024)         /* largest size class */
+
+#define DIRECT_SIZE_MAX 1024                 /* sizes served by heap->direct[] */
+#define DIRECT_SLOTS (DIRECT_SIZE_MAX / 16 + 1)
+#define CLASS_COUNT 61                       /* classes 1..60; 0 is unused */
+
+#define OS_PAGE_SIZE 4096
+#define BLOCK_ALIGN 16
+
+enum segment_kind { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_LARGE = 2, SEG_HUGE = 3 };
+#define PAGED_KINDS 3
+
+/* ---- Blocks and pages --------------------------------------------------- */
+
+typedef struct block { struct block *next; } block_t;
+
+/* States kept in the low bits of page->thread_free (blocks are 16-aligned).
+ * They let a remote free tell the owner that a page it had set aside as full
+ * has room again, without the owner scanning its full pages. */
+enum delayed_state {
+  DELAYED_NONE = 0,    /* remote frees go to the page's thread_free list */
+  DELAYED_USE = 1,     /* page is full: the next remote free goes to the heap */
+  DELAYED_FREEING = 2, /* a remote thread is pushing to the heap right now */
+  DELAYED_NEVER = 3,   /* page is abandoned or being abandoned */
+};
+#define TF_STATE_MASK ((uintptr_t)3)
+
+enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2 };
+
+struct heap;
+struct segment;
+
+typedef struct page {
+  block_t *free;            /* next blocks to hand out */
+  block_t *local_free;      /* blocks freed by the owner since the last collect */
+  uint32_t used;            /* blocks handed out and not yet known to be free */
+  uint32_t capacity;        /* blocks threaded into lists so far */
+  uint32_t reserved;        /* blocks the page can hold */
+  uint8_t flags;            /* page_flags; 0 means the free fast path applies */
+  uint8_t size_class;
+  uint8_t in_use;           /* assigned to a size class (vs free in segment) */
+  uint8_t needs_purge;      /* free in its segment, dirty, not yet purged */
+  size_t block_size;
+  uint8_t *start;           /* first block */
+  _Atomic(uintptr_t) thread_free;
+  _Atomic(struct heap *) heap;
+  struct page *next, *prev; /* in the heap's queue for its class */
+  uint64_t retired_at_ms;
+} page_t;
+
+/* ---- Segments ----------------------------------------------------------- */
+
+typedef struct segment {
+  _Atomic(uint64_t) owner_uid; /* heap uid of the owning thread; 0 = none */
+  uint8_t kind;
+  uint8_t page_shift;
+  uint8_t memory_is_zero;      /* huge: never handed out since it was mapped */
+  uint8_t purged;              /* huge/cached: contents were given back */
+  uint32_t page_count;
+  uint32_t pages_in_use;
+  uint64_t free_page_mask;     /* bit i: page i is free */
+  size_t mapped_size;          /* bytes of the mapping that starts at map_base */
+  uint8_t *map_base;           /* == segment, except for over-aligned huge blocks */
+  size_t block_offset;         /* huge: block start relative to the segment */
+  uint64_t cached_at_ms;       /* huge/empty: when it entered a cache */
+  struct heap *heap;           /* owning heap (only the owner reads it) */
+  struct segment *next, *prev; /* in the heap's segment list, or abandoned list */
+  page_t pages[MAX_PAGES_PER_SEGMENT];
+} segment_t;
+
+#define HUGE_BLOCK_OFFSET (((offsetof(segment_t, pages) + sizeof(page_t)) + 63) & ~(size_t)63)
+
+/* ---- Heaps -------------------------------------------------------------- */
+
+typedef struct page_queue { page_t *first, *last; } page_queue_t;
+
+#define THREAD_CACHE_SLOTS 4
+
+/* A slot of a lock-free cache of free segments. The segment pointer is
+ * claimed by CAS; size and time are hints, checked after the claim. */
+typedef struct cache_slot {
+  _Atomic(segment_t *) seg;
+  _Atomic(size_t) size_kind; /* mapped size | kind | purged bit */
+  _Atomic(uint64_t) since_ms;
+} cache_slot_t;
+
+typedef struct heap {
+  page_t *direct[DIRECT_SLOTS];       /* size/16 -> page to allocate from */
+  uint64_t uid;                       /* unique per heap lifetime, never reused */
+  page_queue_t queues[CLASS_COUNT];   /* pages with (possibly) free blocks */
+  page_queue_t full;                  /* pages with no free block */
+  _Atomic(block_t *) delayed_free;    /* remote frees into full pages */
+  segment_t *segments[PAGED_KINDS];   /* segments this heap owns, by kind */
+  cache_slot_t huge_cache[THREAD_CACHE_SLOTS];        /* warm huge blocks */
+  uint32_t slow_calls;
+  uint64_t next_purge_ms;
+  struct heap *next_heap, *prev_heap; /* registry of live heaps */
+} heap_t;
+
+/* ---- Process state ------------------------------------------------------ */
+
+typedef struct brisk_options {
+  uint64_t purge_delay_ms;
+  size_t cache_cap;         /* bytes kept in the huge/segment caches */
+  size_t max_bytes;         /* 0 = unlimited */
+  bool verbose;
+} brisk_options_t;
+
+extern BRISK_INTERNAL brisk_options_t brisk_opt;
+extern BRISK_INTERNAL heap_t brisk_heap_empty;
+extern BRISK_INTERNAL page_t brisk_page_empty;
+extern __thread heap_t *brisk_tls_heap __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+
+/* ---- Size classes (size_class.c) ---------------------------------------- */
+
+static inline unsigned size_to_class(size_t size) {
+  if (size <= 128) return size <= 16 ? 1 : (unsigned)((size + 15) >> 4);
+  size_t n = size - 1;
+  unsigned b = 63 - (unsigned)__builtin_clzl(n);      /* 2^b <= n < 2^(b+1) */
+  unsigned k = (unsigned)((n >> (b - 2)) & 3);
+  return 8 + (b - 7) * 4 + k + 1;
+}
+BRISK_INTERNAL size_t class_size(unsigned cls);
+BRISK_INTERNAL unsigned class_segment_kind(unsigned cls);
+
+/* ---- Address map and OS (os.c) ------------------------------------------ */
+
+/* One byte per 4 MiB chunk of the 48-bit address space: 1 = a segment header
+ * starts here, 2 = the header starts one chunk lower (over-aligned huge). */
+extern BRISK_INTERNAL _Atomic(uint8_t) brisk_chunk_map[];
+
+static inline segment_t *segment_of(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (unlikely(a >> 48)) return NULL;
+  uint8_t tag = atomic_load_explicit(&brisk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed);
+  if (likely(tag == 1)) return (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
+  if (tag == 2) return (segment_t *)((a & ~(uintptr_t)SEGMENT_MASK) - SEGMENT_SIZE);
+  return NULL;
+}
+
+static inline page_t *page_of(segment_t *seg, const void *p) {
+  size_t idx = ((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift;
+  return &seg->pages[idx < seg->page_count ? idx : 0];
+}
+
+BRISK_INTERNAL void *os_map_aligned(size_t size, size_t align, uint8_t **base, size_t *mapped);
+BRISK_INTERNAL void os_unmap(void *base, size_t size);
+BRISK_INTERNAL void os_purge(void *p, size_t size);
+BRISK_INTERNAL bool os_resize(void *base, size_t old_size, size_t new_size);
+BRISK_INTERNAL bool os_move(void *base, size_t old_size, void *target, size_t new_size);
+BRISK_INTERNAL void os_register_chunk(const void *header, uint8_t tag);
+BRISK_INTERNAL uint64_t os_now_ms(void);
+enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE };
+BRISK_INTERNAL uint64_t os_call_count(int which);
+BRISK_INTERNAL void brisk_warning(const char *fmt, ...);
+BRISK_INTERNAL _Noreturn void brisk_fatal(const char *fmt, ...);
+
+/* ---- Pages (page.c) ----------------------------------------------------- */
+
+BRISK_INTERNAL void page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h);
+BRISK_INTERNAL void page_extend(page_t *pg);
+BRISK_INTERNAL void page_collect(page_t *pg);
+BRISK_INTERNAL bool page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty);
+BRISK_INTERNAL void page_free_remote(segment_t *seg, page_t *pg, block_t *b);
+BRISK_INTERNAL block_t *page_block_start(const page_t *pg, const void *p);
+
+static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
+  size_t psize = (size_t)1 << seg->page_shift;
+  uint8_t *start = (uint8_t *)seg + idx * psize;
+  uint8_t *end = start + psize;
+  if (idx == 0) start = (uint8_t *)seg + ((sizeof(segment_t) + 127) & ~(size_t)127);
+  *size = (size_t)(end - start);
+  return start;
+}
+
+/* ---- Segments (segment.c) ----------------------------------------------- */
+
+BRISK_INTERNAL page_t *segment_page_alloc(heap_t *h, unsigned kind);
+BRISK_INTERNAL void segment_page_retire(heap_t *h, page_t *pg);
+BRISK_INTERNAL void segment_release(segment_t *seg);
+BRISK_INTERNAL void segment_unmap(segment_t *seg);
+BRISK_INTERNAL void segment_abandon(segment_t *seg);
+BRISK_INTERNAL segment_t *segment_abandoned_pop(void);
+BRISK_INTERNAL void segment_abandoned_push(segment_t *seg);
+BRISK_INTERNAL void segment_purge_pages(segment_t *seg, uint64_t now, bool force);
+BRISK_INTERNAL size_t segment_drain_abandoned(void);
+BRISK_INTERNAL uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter);
+BRISK_INTERNAL void segment_abandoned_lock(void);
+BRISK_INTERNAL void segment_abandoned_unlock(void);
+BRISK_INTERNAL void segment_abandoned_reset_after_fork(void);
+
+/* A lock-free cache of whole free segments (empty paged segments and huge
+ * blocks), shared by all threads. */
+BRISK_INTERNAL bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
+BRISK_INTERNAL segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind);
+BRISK_INTERNAL bool slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted);
+BRISK_INTERNAL bool cache_reserve(size_t bytes);
+BRISK_INTERNAL void cache_unreserve(size_t bytes);
+BRISK_INTERNAL bool cache_put(segment_t *seg);
+BRISK_INTERNAL segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind);
+BRISK_INTERNAL void cache_purge(uint64_t now, bool force);
+BRISK_INTERNAL size_t cache_bytes(void);
+
+/* ---- Heaps (heap.c) ----------------------------------------------------- */
+
+BRISK_INTERNAL heap_t *heap_get_initialized(void);
+BRISK_INTERNAL void *heap_malloc_generic(heap_t *h, size_t size);
+BRISK_INTERNAL void heap_free_generic(segment_t *seg, page_t *pg, void *p);
+BRISK_INTERNAL void heap_page_emptied(heap_t *h, page_t *pg);
+BRISK_INTERNAL void heap_queue_push(heap_t *h, page_t *pg);
+BRISK_INTERNAL void heap_thread_done(void *value);
+BRISK_INTERNAL void heap_collect_caches(heap_t *h, uint64_t now, bool force);
+BRISK_INTERNAL void heap_registry_lock(void);
+BRISK_INTERNAL void heap_registry_unlock(void);
+BRISK_INTERNAL void heap_registry_reset_after_fork(void);
+BRISK_INTERNAL void heap_process_init(void);
+BRISK_INTERNAL void heap_collect_own(bool force);
+BRISK_INTERNAL bool heap_registry_held(void);
+BRISK_INTERNAL void heap_foreach(void (*fn)(heap_t *, void *), void *arg);
+
+/* ---- Huge blocks (huge.c) ----------------------------------------------- */
+
+BRISK_INTERNAL void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero);
+BRISK_INTERNAL void huge_free(segment_t *seg);
+BRISK_INTERNAL void *huge_realloc(segment_t *seg, void *p, size_t size);
+BRISK_INTERNAL void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force);
+
+/* ---- Background purge and process setup (purge.c, init.c) --------------- */
+
+BRISK_INTERNAL void purge_note_pending(void);
+BRISK_INTERNAL void purge_maybe(heap_t *h);
+BRISK_INTERNAL void purge_release_all(void);
+BRISK_INTERNAL void purge_reset_after_fork(void);
+BRISK_INTERNAL void process_init(void);
+BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
+
+/* ---- Shared helpers ----------------------------------------------------- */
+
+static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
+
+/* Foreign pointers: made before brisk was loaded (by the dynamic loader's
+ * bootstrap malloc) or by glibc's malloc. */
+BRISK_INTERNAL void foreign_free(void *p);
+BRISK_INTERNAL size_t foreign_usable_size(const void *p, size_t want);
+
+#endif

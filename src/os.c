@@ -1,0 +1,146 @@
+/* The OS layer: every mmap, munmap, mremap and madvise brisk makes, the
+ * mapped-bytes cap, and the chunk map that tells brisk's pointers from
+ * foreign ones. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHUNK_MAP_ENTRIES ((size_t)1 << (48 - SEGMENT_SHIFT))
+
+/* 64 MiB of zero-initialized address space: only the pages whose chunks
+ * hold segments are ever touched, so it costs a few KiB of memory. Being
+ * static, it is valid before any initialization runs. */
+BRISK_INTERNAL _Atomic(uint8_t) brisk_chunk_map[CHUNK_MAP_ENTRIES];
+
+static _Atomic(size_t) mapped_bytes;
+static _Atomic(size_t) max_bytes;
+static _Atomic(uint64_t) os_calls[3]; /* mmap, munmap, madvise */
+
+void os_register_chunk(const void *header, uint8_t tag) {
+  atomic_store_explicit(&brisk_chunk_map[(uintptr_t)header >> SEGMENT_SHIFT], tag,
+                        memory_order_release);
+}
+
+static void unmap_raw(void *base, size_t size) {
+  atomic_fetch_add_explicit(&os_calls[1], 1, memory_order_relaxed);
+  munmap(base, size);
+}
+
+static bool reserve_bytes(size_t size) {
+  size_t cap = atomic_load_explicit(&max_bytes, memory_order_relaxed);
+  size_t cur = atomic_fetch_add_explicit(&mapped_bytes, size, memory_order_relaxed);
+  if (cap && cur + size > cap) {
+    atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+static void *map_once(size_t size, size_t align, uint8_t **base, size_t *mapped) {
+  if (!reserve_bytes(size)) return NULL;
+  size_t span = size + (align > OS_PAGE_SIZE ? align : 0);
+  if (span < size) goto fail;
+  atomic_fetch_add_explicit(&os_calls[0], 1, memory_order_relaxed);
+  uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) goto fail;
+  uint8_t *p = (uint8_t *)align_up((uintptr_t)m, align > OS_PAGE_SIZE ? align : OS_PAGE_SIZE);
+  /* Trim the slack so that only `size` bytes stay mapped. */
+  if (p > m) unmap_raw(m, (size_t)(p - m));
+  if (m + span > p + size) unmap_raw(p + size, (size_t)(m + span - (p + size)));
+  *base = p;
+  *mapped = size;
+  return p;
+fail:
+  atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+  return NULL;
+}
+
+/* Maps `size` bytes (a multiple of the OS page) aligned to `align`. When the
+ * OS or the cap says no, cached memory is released and the map retried once. */
+void *os_map_aligned(size_t size, size_t align, uint8_t **base, size_t *mapped) {
+  void *p = map_once(size, align, base, mapped);
+  if (p) return p;
+  purge_release_all();
+  p = map_once(size, align, base, mapped);
+  if (!p) errno = ENOMEM;
+  return p;
+}
+
+void os_unmap(void *base, size_t size) {
+  unmap_raw(base, size);
+  atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
+}
+
+void os_purge(void *p, size_t size) {
+  uintptr_t start = align_up((uintptr_t)p, OS_PAGE_SIZE);
+  uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
+  if (end <= start) return;
+  atomic_fetch_add_explicit(&os_calls[2], 1, memory_order_relaxed);
+  madvise((void *)start, end - start, MADV_DONTNEED);
+}
+
+/* Grows or shrinks a mapping in place. */
+bool os_resize(void *base, size_t old_size, size_t new_size) {
+  if (new_size > old_size && !reserve_bytes(new_size - old_size)) return false;
+  if (mremap(base, old_size, new_size, 0) == MAP_FAILED) {
+    if (new_size > old_size) atomic_fetch_sub_explicit(&mapped_bytes, new_size - old_size, memory_order_relaxed);
+    return false;
+  }
+  if (new_size < old_size) atomic_fetch_sub_explicit(&mapped_bytes, old_size - new_size, memory_order_relaxed);
+  return true;
+}
+
+/* Moves a mapping's pages onto target, a mapping of new_size from
+ * os_map_aligned that the move replaces: no byte is copied. */
+bool os_move(void *base, size_t old_size, void *target, size_t new_size) {
+  if (mremap(base, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) return false;
+  atomic_fetch_sub_explicit(&mapped_bytes, old_size, memory_order_relaxed);
+  return true;
+}
+
+uint64_t os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t os_call_count(int which) { return atomic_load_explicit(&os_calls[which], memory_order_relaxed); }
+
+static void vmessage(const char *prefix, const char *fmt, va_list ap) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "brisk: %s", prefix);
+  if (n < 0) n = 0;
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
+  if (len > sizeof buf - 2) len = sizeof buf - 2;
+  buf[len++] = '\n';
+  ssize_t w = write(2, buf, len);
+  (void)w;
+}
+
+void brisk_warning(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("warning: ", fmt, ap);
+  va_end(ap);
+}
+
+void brisk_fatal(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("error: ", fmt, ap);
+  va_end(ap);
+  abort();
+}
+
+/* ---- Public limits ------------------------------------------------------ */
+
+void brisk_set_max_bytes(size_t n) { atomic_store(&max_bytes, n); }
+size_t brisk_get_max_bytes(void) { return atomic_load(&max_bytes); }
+size_t brisk_mapped_bytes(void) { return atomic_load(&mapped_bytes); }

@@ -1,0 +1,109 @@
+/* Replaces the malloc family and every C++ operator new/delete, so that
+ * LD_PRELOAD=libbrisk.so or linking libbrisk puts brisk under a whole
+ * program. The C++ operators are defined here by their mangled names so the
+ * library needs no C++ runtime; when the program has one, `new` runs the
+ * program's new_handler and throws std::bad_alloc through it. */
+#include "internal.h"
+
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT void *malloc(size_t size) { return brisk_malloc(size); }
+EXPORT void free(void *p) { brisk_free(p); }
+EXPORT void *calloc(size_t n, size_t size) { return brisk_calloc(n, size); }
+EXPORT void *realloc(void *p, size_t size) { return brisk_realloc(p, size); }
+EXPORT void *reallocarray(void *p, size_t n, size_t size) { return brisk_reallocarray(p, n, size); }
+EXPORT void *aligned_alloc(size_t align, size_t size) { return brisk_aligned_alloc(align, size); }
+EXPORT int posix_memalign(void **out, size_t align, size_t size) { return brisk_posix_memalign(out, align, size); }
+EXPORT void *memalign(size_t align, size_t size) { return brisk_memalign(align, size); }
+EXPORT size_t malloc_usable_size(void *p) { return brisk_usable_size(p); }
+EXPORT void cfree(void *p) { brisk_free(p); }
+EXPORT void free_sized(void *p, size_t size) { brisk_free_sized(p, size); }
+EXPORT void free_aligned_sized(void *p, size_t align, size_t size) { (void)align; brisk_free_sized(p, size); }
+
+EXPORT void *valloc(size_t size) { return brisk_memalign((size_t)sysconf(_SC_PAGESIZE), size); }
+
+EXPORT void *pvalloc(size_t size) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t rounded = align_up(size ? size : 1, page);
+  if (rounded < size) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return brisk_memalign(page, rounded);
+}
+
+EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  brisk_collect();
+  return 1;
+}
+
+/* glibc's own entry points, which some programs call directly. */
+EXPORT void *__libc_malloc(size_t size) { return brisk_malloc(size); }
+EXPORT void __libc_free(void *p) { brisk_free(p); }
+EXPORT void *__libc_calloc(size_t n, size_t size) { return brisk_calloc(n, size); }
+EXPORT void *__libc_realloc(void *p, size_t size) { return brisk_realloc(p, size); }
+EXPORT void *__libc_memalign(size_t align, size_t size) { return brisk_memalign(align, size); }
+EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
+EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+EXPORT int __posix_memalign(void **out, size_t align, size_t size) { return brisk_posix_memalign(out, align, size); }
+
+/* ---- C++ operator new and delete ---------------------------------------- */
+
+typedef void (*new_handler_fn)(void);
+/* From libstdc++, present only when the program uses it. */
+extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+static void *alloc_for_new(size_t size, size_t align) {
+  return align ? brisk_aligned_alloc(align, size) : brisk_malloc(size);
+}
+
+/* The standard's loop: call the new_handler until memory comes or there is
+ * none, then throw std::bad_alloc. The nothrow forms return NULL at once: a
+ * handler that throws cannot be caught here. */
+static BRISK_NOINLINE void *new_failed(size_t size, size_t align, bool nothrow) {
+  if (!nothrow) {
+    for (;;) {
+      new_handler_fn handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+      if (!handler) break;
+      handler();
+      void *p = alloc_for_new(size, align);
+      if (p) return p;
+    }
+    if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+    brisk_fatal("operator new(%zu) failed: out of memory and no C++ runtime to throw std::bad_alloc", size);
+  }
+  return NULL;
+}
+
+static inline void *new_impl(size_t size, size_t align, bool nothrow) {
+  void *p = alloc_for_new(size, align);
+  if (likely(p != NULL)) return p;
+  return new_failed(size, align, nothrow);
+}
+
+/* operator new(size_t) and friends, by mangled name. */
+EXPORT void *_Znwm(size_t n) { return new_impl(n, 0, false); }
+EXPORT void *_Znam(size_t n) { return new_impl(n, 0, false); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return new_impl(n, 0, true); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return new_impl(n, 0, true); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_impl(n, a, false); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_impl(n, a, false); }
+EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return new_impl(n, a, true); }
+EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return new_impl(n, a, true); }
+
+EXPORT void _ZdlPv(void *p) { brisk_free(p); }
+EXPORT void _ZdaPv(void *p) { brisk_free(p); }
+EXPORT void _ZdlPvm(void *p, size_t n) { brisk_free_sized(p, n); }
+EXPORT void _ZdaPvm(void *p, size_t n) { brisk_free_sized(p, n); }
+EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; brisk_free(p); }
+EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; brisk_free(p); }
+EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; brisk_free(p); }
+EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; brisk_free(p); }
+EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; brisk_free_sized(p, n); }
+EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)a; brisk_free_sized(p, n); }
+EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; brisk_free(p); }
+EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) { (void)a; (void)t; brisk_free(p); }

@@ -1,0 +1,129 @@
+/* Pages: a run of equal blocks with three free lists.
+ *   free        blocks ready to hand out (owner only)
+ *   local_free  blocks the owner freed; moved to `free` when it runs dry
+ *   thread_free blocks other threads freed (atomic LIFO, owner collects)
+ * Splitting owner frees from allocation keeps the allocation list short-lived
+ * and lets the owner batch the atomic exchange with remote frees. */
+#include "internal.h"
+
+#include <sched.h>
+
+/* Thread at most this many bytes of fresh blocks at a time, so a page is
+ * touched (and committed) only as fast as it is used. */
+#define EXTEND_BYTES (16 * 1024)
+
+void page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
+  size_t area;
+  pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
+  pg->block_size = class_size(cls);
+  pg->reserved = (uint32_t)(area / pg->block_size);
+  pg->capacity = 0;
+  pg->used = 0;
+  pg->free = NULL;
+  pg->local_free = NULL;
+  pg->flags = 0;
+  pg->size_class = (uint8_t)cls;
+  pg->in_use = 1;
+  pg->next = pg->prev = NULL;
+  atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
+  atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
+  page_extend(pg);
+}
+
+void page_extend(page_t *pg) {
+  size_t bsize = pg->block_size;
+  size_t count = EXTEND_BYTES / bsize;
+  if (count == 0) count = 1;
+  if (count > pg->reserved - pg->capacity) count = pg->reserved - pg->capacity;
+  if (count == 0) return;
+  uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
+  uint8_t *last = first + (count - 1) * bsize;
+  for (uint8_t *b = first; b < last; b += bsize) ((block_t *)b)->next = (block_t *)(b + bsize);
+  ((block_t *)last)->next = pg->free;
+  pg->free = (block_t *)first;
+  pg->capacity += (uint32_t)count;
+}
+
+/* Takes the remote frees, keeping the delayed state bits as they are. */
+static block_t *take_thread_free(page_t *pg) {
+  uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
+  while (tf & ~TF_STATE_MASK) {
+    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, tf & TF_STATE_MASK,
+                                              memory_order_acquire, memory_order_relaxed))
+      return (block_t *)(tf & ~TF_STATE_MASK);
+  }
+  return NULL;
+}
+
+void page_collect(page_t *pg) {
+  block_t *remote = take_thread_free(pg);
+  if (remote) {
+    uint32_t n = 1;
+    block_t *tail = remote;
+    while (tail->next) { tail = tail->next; n++; }
+    tail->next = pg->local_free;
+    pg->local_free = remote;
+    pg->used -= n;
+  }
+  if (!pg->free) {
+    pg->free = pg->local_free;
+    pg->local_free = NULL;
+  }
+}
+
+/* Moves the page's delayed state to `want`, waiting out a remote thread that
+ * is in the middle of a delayed free. With only_if_empty, it fails (returns
+ * false) when remote frees are pending: the caller should collect them. */
+bool page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty) {
+  uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
+  for (;;) {
+    enum delayed_state cur = (enum delayed_state)(tf & TF_STATE_MASK);
+    if (cur == DELAYED_FREEING) {
+      sched_yield();
+      tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
+      continue;
+    }
+    if (only_if_empty && (tf & ~TF_STATE_MASK)) return false;
+    if (cur == want) return true;
+    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, (tf & ~TF_STATE_MASK) | want,
+                                              memory_order_acq_rel, memory_order_relaxed))
+      return true;
+  }
+}
+
+void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
+  (void)seg;
+  uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
+  for (;;) {
+    if ((tf & TF_STATE_MASK) == DELAYED_USE) {
+      /* The owner parked this page as full: hand the block to the owner's
+       * heap so it sees the page has room again. */
+      uintptr_t busy = (tf & ~TF_STATE_MASK) | DELAYED_FREEING;
+      if (!atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, busy,
+                                                 memory_order_acquire, memory_order_relaxed))
+        continue;
+      heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
+      block_t *head = atomic_load_explicit(&h->delayed_free, memory_order_relaxed);
+      do {
+        b->next = head;
+      } while (!atomic_compare_exchange_weak_explicit(&h->delayed_free, &head, b,
+                                                      memory_order_release, memory_order_relaxed));
+      /* Only this thread may leave the FREEING state. */
+      tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
+      while (!atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf,
+                                                    (tf & ~TF_STATE_MASK) | DELAYED_NONE,
+                                                    memory_order_release, memory_order_relaxed)) {
+      }
+      return;
+    }
+    b->next = (block_t *)(tf & ~TF_STATE_MASK);
+    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, (uintptr_t)b | (tf & TF_STATE_MASK),
+                                              memory_order_release, memory_order_relaxed))
+      return;
+  }
+}
+
+block_t *page_block_start(const page_t *pg, const void *p) {
+  size_t off = (size_t)((const uint8_t *)p - pg->start);
+  return (block_t *)(pg->start + off - off % pg->block_size);
+}

@@ -1,0 +1,342 @@
+/* Segments: 4 MiB-aligned mappings carved into pages, owned by one heap.
+ * Also the two places segments wait when no heap uses them: the cache of
+ * free segments (lock-free slots) and the list of abandoned segments that
+ * still hold live blocks of an exited thread. */
+#include "internal.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static const uint8_t kind_page_shift[PAGED_KINDS] = {SMALL_PAGE_SHIFT, MEDIUM_PAGE_SHIFT, LARGE_PAGE_SHIFT};
+
+/* ---- The heap's segment lists ------------------------------------------- *
+ * Segments with a free page are kept in front of those without, so finding a
+ * free page looks at the first segment only. */
+
+static void seg_list_remove(heap_t *h, segment_t *seg) {
+  segment_t **head = &h->segments[seg->kind];
+  if (seg->prev) seg->prev->next = seg->next; else *head = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  seg->next = seg->prev = NULL;
+}
+
+static void seg_list_push_front(heap_t *h, segment_t *seg) {
+  segment_t **head = &h->segments[seg->kind];
+  seg->prev = NULL;
+  seg->next = *head;
+  if (*head) (*head)->prev = seg;
+  *head = seg;
+}
+
+static void seg_list_push_back(heap_t *h, segment_t *seg) {
+  segment_t *last = h->segments[seg->kind];
+  if (!last) { seg_list_push_front(h, seg); return; }
+  while (last->next) last = last->next;
+  last->next = seg;
+  seg->prev = last;
+  seg->next = NULL;
+}
+
+static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
+  seg->kind = (uint8_t)kind;
+  seg->page_shift = kind_page_shift[kind];
+  seg->page_count = (uint32_t)(SEGMENT_SIZE >> seg->page_shift);
+  seg->pages_in_use = 0;
+  seg->free_page_mask = seg->page_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << seg->page_count) - 1);
+  for (uint32_t i = 0; i < seg->page_count; i++) {
+    seg->pages[i].in_use = 0;
+    seg->pages[i].needs_purge = 0;
+  }
+  seg->heap = h;
+  seg->next = seg->prev = NULL;
+  atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
+}
+
+static segment_t *segment_new(heap_t *h, unsigned kind) {
+  segment_t *seg = cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
+  if (!seg) {
+    uint8_t *base;
+    size_t mapped;
+    seg = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, &base, &mapped);
+    if (!seg) return NULL;
+    seg->map_base = base;
+    seg->mapped_size = mapped;
+    os_register_chunk(seg, 1);
+  }
+  seg->block_offset = 0;
+  seg->purged = 0;
+  segment_setup(seg, h, kind);
+  seg_list_push_front(h, seg);
+  return seg;
+}
+
+page_t *segment_page_alloc(heap_t *h, unsigned kind) {
+  segment_t *seg = h->segments[kind];
+  if (!seg || !seg->free_page_mask) seg = segment_new(h, kind);
+  if (!seg) return NULL;
+  unsigned idx = (unsigned)__builtin_ctzll(seg->free_page_mask);
+  seg->free_page_mask &= ~((uint64_t)1 << idx);
+  seg->pages_in_use++;
+  if (!seg->free_page_mask && seg->next) {
+    seg_list_remove(h, seg);
+    seg_list_push_back(h, seg);
+  }
+  page_t *pg = &seg->pages[idx];
+  pg->needs_purge = 0;
+  return pg;
+}
+
+/* The page's blocks are all free: give the page back to its segment, and the
+ * segment back to the cache once empty (keeping one per kind for reuse). */
+void segment_page_retire(heap_t *h, page_t *pg) {
+  segment_t *seg = segment_of(pg);
+  size_t idx = (size_t)(pg - seg->pages);
+  pg->in_use = 0;
+  pg->needs_purge = 1;
+  pg->retired_at_ms = os_now_ms();
+  pg->free = pg->local_free = NULL;
+  seg->free_page_mask |= (uint64_t)1 << idx;
+  seg->pages_in_use--;
+  if (seg->prev) {
+    seg_list_remove(h, seg);
+    seg_list_push_front(h, seg);
+  }
+  if (seg->pages_in_use == 0 && seg->next) {
+    seg_list_remove(h, seg);
+    segment_release(seg);
+  }
+}
+
+void segment_release(segment_t *seg) {
+  atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
+  seg->heap = NULL;
+  if (!cache_put(seg)) segment_unmap(seg);
+}
+
+/* Purges free pages that have been idle for the purge delay (all with force).
+ * Neighbouring pages are given back in one call. */
+void segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
+  uint8_t *run = NULL;
+  size_t run_len = 0;
+  for (uint32_t i = 0; i <= seg->page_count; i++) {
+    page_t *pg = i < seg->page_count ? &seg->pages[i] : NULL;
+    if (pg && !pg->in_use && pg->needs_purge &&
+        (force || now - pg->retired_at_ms >= brisk_opt.purge_delay_ms)) {
+      size_t len;
+      uint8_t *start = page_area(seg, i, &len);
+      if (!run) run = start;
+      run_len = (size_t)(start + len - run);
+      pg->needs_purge = 0;
+      continue;
+    }
+    if (run) os_purge(run, run_len);
+    run = NULL;
+  }
+}
+
+/* ---- Abandoned segments ------------------------------------------------- */
+
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static segment_t *abandoned;
+static _Atomic(size_t) abandoned_count;
+
+void segment_abandoned_push(segment_t *seg) {
+  pthread_mutex_lock(&abandoned_lock);
+  seg->prev = NULL;
+  seg->next = abandoned;
+  abandoned = seg;
+  atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&abandoned_lock);
+}
+
+segment_t *segment_abandoned_pop(void) {
+  if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return NULL;
+  pthread_mutex_lock(&abandoned_lock);
+  segment_t *seg = abandoned;
+  if (seg) {
+    abandoned = seg->next;
+    seg->next = NULL;
+    atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&abandoned_lock);
+  return seg;
+}
+
+void segment_abandon(segment_t *seg) {
+  atomic_store_explicit(&seg->owner_uid, 0, memory_order_release);
+  seg->heap = NULL;
+  segment_abandoned_push(seg);
+}
+
+/* Collects every in-use page of a segment that no thread is using. Empty
+ * pages are freed; live ones join the adopter's queues, or with no adopter
+ * are set so that all later remote frees go to the page itself. Returns how
+ * many pages still hold blocks. */
+uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter) {
+  for (uint32_t i = 0; i < seg->page_count; i++) {
+    page_t *pg = &seg->pages[i];
+    if (!pg->in_use) continue;
+    page_set_delayed(pg, adopter ? DELAYED_NONE : DELAYED_NEVER, false);
+    atomic_store_explicit(&pg->heap, adopter, memory_order_release);
+    page_collect(pg);
+    pg->flags = 0;
+    pg->next = pg->prev = NULL;
+    if (pg->used == 0) {
+      pg->in_use = 0;
+      pg->needs_purge = 1;
+      pg->retired_at_ms = os_now_ms();
+      seg->free_page_mask |= (uint64_t)1 << i;
+      seg->pages_in_use--;
+    } else if (adopter) {
+      heap_queue_push(adopter, pg);
+    }
+  }
+  return seg->pages_in_use;
+}
+
+/* Releases abandoned segments that remote frees have emptied, so memory of
+ * exited threads returns even if no thread ever adopts it. */
+size_t segment_drain_abandoned(void) {
+  size_t n = atomic_load_explicit(&abandoned_count, memory_order_relaxed), released = 0;
+  segment_t *keep = NULL;
+  while (n-- > 0) {
+    segment_t *seg = segment_abandoned_pop();
+    if (!seg) break;
+    if (segment_collect_pages(seg, NULL) == 0) {
+      segment_release(seg);
+      released++;
+    } else {
+      seg->next = keep;
+      keep = seg;
+    }
+  }
+  while (keep) {
+    segment_t *next = keep->next;
+    segment_abandoned_push(keep);
+    keep = next;
+  }
+  return released;
+}
+
+void segment_abandoned_lock(void) { pthread_mutex_lock(&abandoned_lock); }
+void segment_abandoned_unlock(void) { pthread_mutex_unlock(&abandoned_lock); }
+void segment_abandoned_reset_after_fork(void) { pthread_mutex_init(&abandoned_lock, NULL); }
+
+/* ---- The cache of free segments ----------------------------------------- *
+ * A fixed array of slots. A slot's segment pointer is claimed by CAS; its
+ * size and time are hints read without ownership and checked after the
+ * claim, so the header of a segment is only touched by whoever holds it. */
+
+#define CACHE_SLOTS 64
+#define TAG_PURGED 4
+#define UNMAP_DELAY_FACTOR 20
+
+static cache_slot_t cache_slots[CACHE_SLOTS];
+static _Atomic(size_t) cached_bytes;
+
+static size_t slot_tag(const segment_t *seg) {
+  return seg->mapped_size | seg->kind | (seg->purged ? TAG_PURGED : 0);
+}
+
+size_t cache_bytes(void) { return atomic_load_explicit(&cached_bytes, memory_order_relaxed); }
+
+bool cache_reserve(size_t bytes) {
+  size_t cur = atomic_fetch_add_explicit(&cached_bytes, bytes, memory_order_relaxed);
+  if (cur + bytes <= brisk_opt.cache_cap) return true;
+  atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed);
+  return false;
+}
+
+void cache_unreserve(size_t bytes) { atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed); }
+
+bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since) {
+  for (size_t i = 0; i < n; i++) {
+    segment_t *expected = NULL;
+    if (atomic_load_explicit(&slots[i].seg, memory_order_relaxed)) continue;
+    atomic_store_explicit(&slots[i].size_kind, slot_tag(seg), memory_order_relaxed);
+    atomic_store_explicit(&slots[i].since_ms, since, memory_order_relaxed);
+    if (atomic_compare_exchange_strong_explicit(&slots[i].seg, &expected, seg, memory_order_release,
+                                                memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind) {
+  for (size_t i = 0; i < n; i++) {
+    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_relaxed);
+    if (!seg) continue;
+    size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
+    size_t size = tag & ~(size_t)(OS_PAGE_SIZE - 1);
+    bool fits = kind == SEG_HUGE ? (tag & 3) == SEG_HUGE && size >= min_size && size <= max_size
+                                 : (tag & 3) != SEG_HUGE && size == SEGMENT_SIZE;
+    if (!fits) continue;
+    if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue;
+    bool really = kind == SEG_HUGE ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size &&
+                                         seg->mapped_size <= max_size
+                                   : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
+    if (really) return seg;
+    if (!slots_put(slots, n, seg, os_now_ms())) segment_release(seg);
+  }
+  return NULL;
+}
+
+bool cache_put(segment_t *seg) {
+  seg->cached_at_ms = os_now_ms();
+  if (!cache_reserve(seg->mapped_size)) return false;
+  if (slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {
+    purge_note_pending();
+    return true;
+  }
+  cache_unreserve(seg->mapped_size);
+  return false;
+}
+
+segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind) {
+  segment_t *seg = slots_take(cache_slots, CACHE_SLOTS, min_size, max_size, kind);
+  if (seg) cache_unreserve(seg->mapped_size);
+  return seg;
+}
+
+/* Gives back all of a cached segment but its header. */
+static void purge_cached(segment_t *seg) {
+  uint8_t *header_end = (uint8_t *)seg + align_up(seg->kind == SEG_HUGE ? HUGE_BLOCK_OFFSET : sizeof(segment_t), OS_PAGE_SIZE);
+  if (seg->map_base < (uint8_t *)seg) os_purge(seg->map_base, (size_t)((uint8_t *)seg - seg->map_base));
+  os_purge(header_end, (size_t)(seg->map_base + seg->mapped_size - header_end));
+  seg->purged = 1;
+}
+
+void segment_unmap(segment_t *seg) {
+  if (seg->kind == SEG_HUGE) os_register_chunk((uint8_t *)seg + seg->block_offset, 0);
+  os_register_chunk(seg, 0);
+  os_unmap(seg->map_base, seg->mapped_size);
+}
+
+/* Purges (or with force, unmaps) what has sat in `slots` for the purge
+ * delay. Returns whether something is still waiting to be purged. */
+bool slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted) {
+  bool pending = false;
+  for (size_t i = 0; i < n; i++) {
+    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_relaxed);
+    if (!seg) continue;
+    uint64_t age = now - atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
+    bool purged = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed) & TAG_PURGED;
+    if (!force && age < brisk_opt.purge_delay_ms) { pending = true; continue; }
+    /* Purged segments cost only address space: unmap them much later. */
+    if (!force && purged && age < UNMAP_DELAY_FACTOR * brisk_opt.purge_delay_ms) continue;
+    if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue;
+    if (!force && !seg->purged) {
+      purge_cached(seg);
+      if (slots_put(slots, n, seg, now - age)) continue;
+    }
+    if (counted) cache_unreserve(seg->mapped_size);
+    segment_unmap(seg);
+  }
+  return pending;
+}
+
+void cache_purge(uint64_t now, bool force) { slots_purge(cache_slots, CACHE_SLOTS, now, force, true); }

@@ -1,0 +1,19 @@
+/* Size classes: multiples of 16 up to 128 bytes, then four classes per
+ * doubling (waste at most 25%, about 12.5% on average) up to 1 MiB.
+ * size_to_class() itself is inline in internal.h: it is on the fast path. */
+#include "internal.h"
+
+size_t class_size(unsigned cls) {
+  if (cls <= 8) return (size_t)cls * 16;
+  unsigned b = 7 + (cls - 9) / 4;
+  unsigned k = (cls - 9) % 4;
+  return ((size_t)1 << b) + (size_t)(k + 1) * ((size_t)1 << (b - 2));
+}
+
+/* Each page holds at least 8 blocks, except in the 4 MiB large pages. */
+unsigned class_segment_kind(unsigned cls) {
+  size_t size = class_size(cls);
+  if (size <= SMALL_SIZE_MAX) return SEG_SMALL;
+  if (size <= MEDIUM_SIZE_MAX) return SEG_MEDIUM;
+  return SEG_LARGE;
+}
