@@ -27,11 +27,18 @@ static void huge_setup(segment_t *seg, size_t offset) {
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
 }
 
+static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
+  segment_t *seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, min, max, SEG_HUGE, false);
+  return seg ? seg : cache_take(min, max, SEG_HUGE);
+}
+
+/* A warm block of about the right size, else a bigger one cut down to size
+ * (one mremap, still cheaper than a new mapping and its first touch). */
 static segment_t *take_cached(heap_t *h, size_t mapped) {
-  size_t max = mapped + mapped / 4;
-  segment_t *seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, mapped, max, SEG_HUGE);
-  if (seg) cache_unreserve(seg->mapped_size);
-  else seg = cache_take(mapped, max, SEG_HUGE);
+  segment_t *seg = take_cached_within(h, mapped, mapped + mapped / 4);
+  if (seg || mapped > PTRDIFF_MAX / 8) return seg;
+  seg = take_cached_within(h, mapped, mapped * 8);
+  if (seg && os_resize(seg, seg->mapped_size, mapped)) seg->mapped_size = mapped;
   return seg;
 }
 
@@ -86,13 +93,13 @@ void huge_free(segment_t *seg) {
     segment_unmap(seg);
     return;
   }
+  /* The thread's own cache is bounded by its slots and a per-block cap, and
+   * is not counted against the shared cache's cap: no shared counter here. */
   heap_t *h = brisk_tls_heap;
-  if (h != &brisk_heap_empty && cache_reserve(seg->mapped_size)) {
-    if (slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms())) {
-      purge_note_pending();
-      return;
-    }
-    cache_unreserve(seg->mapped_size);
+  if (h != &brisk_heap_empty && seg->mapped_size <= brisk_opt.cache_cap / THREAD_CACHE_SLOTS &&
+      slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms())) {
+    purge_note_pending();
+    return;
   }
   segment_release(seg);
 }
@@ -135,12 +142,9 @@ void *huge_realloc(segment_t *seg, void *p, size_t size) {
  * force, hands all of them to the shared cache (or the OS). */
 void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force) {
   if (!force) {
-    if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, true)) purge_note_pending();
+    if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, false)) purge_note_pending();
     return;
   }
   segment_t *seg;
-  while ((seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, SIZE_MAX, SEG_HUGE))) {
-    cache_unreserve(seg->mapped_size);
-    segment_release(seg);
-  }
+  while ((seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false))) segment_release(seg);
 }

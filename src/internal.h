@@ -180,8 +180,8 @@ static inline segment_t *segment_of(const void *p) {
 }
 
 static inline page_t *page_of(segment_t *seg, const void *p) {
-  size_t idx = ((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift;
-  return &seg->pages[idx < seg->page_count ? idx : 0];
+  /* Huge segments use a shift of 63: every offset maps to pages[0]. */
+  return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
 }
 
 BRISK_INTERNAL void *os_map_aligned(size_t size, size_t align, uint8_t **base, size_t *mapped);
@@ -233,7 +233,8 @@ BRISK_INTERNAL void segment_abandoned_reset_after_fork(void);
 /* A lock-free cache of whole free segments (empty paged segments and huge
  * blocks), shared by all threads. */
 BRISK_INTERNAL bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
-BRISK_INTERNAL segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind);
+BRISK_INTERNAL segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
+                                     unsigned kind, bool counted);
 BRISK_INTERNAL bool slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted);
 BRISK_INTERNAL bool cache_reserve(size_t bytes);
 BRISK_INTERNAL void cache_unreserve(size_t bytes);

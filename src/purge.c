@@ -14,7 +14,7 @@ static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
 
 static void purge_heap_cache(heap_t *h, void *now) {
-  if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, *(uint64_t *)now, false, true))
+  if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, *(uint64_t *)now, false, false))
     atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
 }
 
@@ -58,7 +58,8 @@ static void purger_start(void) {
 }
 
 void purge_note_pending(void) {
-  atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
+  if (!atomic_load_explicit(&purge_pending, memory_order_relaxed))
+    atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
   if (likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != 0)) return;
   /* pthread_create allocates: not while brisk holds a lock, nor before the
    * process is set up. */

@@ -227,7 +227,7 @@ void segment_abandoned_reset_after_fork(void) { pthread_mutex_init(&abandoned_lo
  * size and time are hints read without ownership and checked after the
  * claim, so the header of a segment is only touched by whoever holds it. */
 
-#define CACHE_SLOTS 64
+#define CACHE_SLOTS 256
 #define TAG_PURGED 4
 #define UNMAP_DELAY_FACTOR 20
 
@@ -249,23 +249,30 @@ bool cache_reserve(size_t bytes) {
 
 void cache_unreserve(size_t bytes) { atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed); }
 
+/* A slot is claimed with SLOT_BUSY while its hints are written, so a taker
+ * that sees a segment also sees that segment's hints. */
+#define SLOT_BUSY ((segment_t *)1)
+
 bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since) {
   for (size_t i = 0; i < n; i++) {
     segment_t *expected = NULL;
     if (atomic_load_explicit(&slots[i].seg, memory_order_relaxed)) continue;
+    if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &expected, SLOT_BUSY, memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue;
     atomic_store_explicit(&slots[i].size_kind, slot_tag(seg), memory_order_relaxed);
     atomic_store_explicit(&slots[i].since_ms, since, memory_order_relaxed);
-    if (atomic_compare_exchange_strong_explicit(&slots[i].seg, &expected, seg, memory_order_release,
-                                                memory_order_relaxed))
-      return true;
+    atomic_store_explicit(&slots[i].seg, seg, memory_order_release);
+    return true;
   }
   return false;
 }
 
-segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind) {
+segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind,
+                      bool counted) {
   for (size_t i = 0; i < n; i++) {
-    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_relaxed);
-    if (!seg) continue;
+    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
+    if (!seg || seg == SLOT_BUSY) continue;
     size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
     size_t size = tag & ~(size_t)(OS_PAGE_SIZE - 1);
     bool fits = kind == SEG_HUGE ? (tag & 3) == SEG_HUGE && size >= min_size && size <= max_size
@@ -278,7 +285,11 @@ segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max
                                          seg->mapped_size <= max_size
                                    : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
     if (really) return seg;
-    if (!slots_put(slots, n, seg, os_now_ms())) segment_release(seg);
+    /* The slot was emptied and refilled with a resized segment meanwhile. */
+    if (!slots_put(slots, n, seg, os_now_ms())) {
+      if (counted) cache_unreserve(seg->mapped_size);
+      segment_unmap(seg);
+    }
   }
   return NULL;
 }
@@ -295,7 +306,7 @@ bool cache_put(segment_t *seg) {
 }
 
 segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind) {
-  segment_t *seg = slots_take(cache_slots, CACHE_SLOTS, min_size, max_size, kind);
+  segment_t *seg = slots_take(cache_slots, CACHE_SLOTS, min_size, max_size, kind, true);
   if (seg) cache_unreserve(seg->mapped_size);
   return seg;
 }
@@ -319,8 +330,8 @@ void segment_unmap(segment_t *seg) {
 bool slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted) {
   bool pending = false;
   for (size_t i = 0; i < n; i++) {
-    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_relaxed);
-    if (!seg) continue;
+    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
+    if (!seg || seg == SLOT_BUSY) continue;
     uint64_t age = now - atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
     bool purged = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed) & TAG_PURGED;
     if (!force && age < brisk_opt.purge_delay_ms) { pending = true; continue; }
