@@ -1,8 +1,5 @@
-/* The public allocation API. The fast paths are here:
- *   malloc: heap->direct[size/16] -> page -> pop page->free
- *   free:   pointer -> segment (mask) -> page; owner? push page->local_free
- * No lock and no atomic read-modify-write on either. */
-#include "internal.h"
+/* The public allocation API. The fast paths are in fast_path.h. */
+#include "fast_path.h"
 
 #include <string.h>
 #include <sys/mman.h>
@@ -10,37 +7,19 @@
 
 /* ---- malloc and free ---------------------------------------------------- */
 
-static inline void *malloc_inline(heap_t *h, size_t size) {
-  if (likely(size <= DIRECT_SIZE_MAX)) {
-    page_t *pg = h->direct[(size + 15) >> 4];
-    block_t *b = pg->free;
-    if (likely(b != NULL)) {
-      pg->free = b->next;
-      pg->used++;
-      return b;
-    }
-  }
-  return heap_malloc_generic(h, size);
-}
+void *brisk_malloc(size_t size) { return malloc_fast(size); }
 
-void *brisk_malloc(size_t size) { return malloc_inline(brisk_tls_heap, size); }
+void brisk_free(void *p) { free_fast(p); }
 
-void brisk_free(void *p) {
+/* Everything free_fast does not finish: other threads' blocks, huge and
+ * over-aligned blocks, pages with aligned blocks, NULL and foreign pointers. */
+void free_slow(void *p) {
   segment_t *seg = segment_of(p);
   if (unlikely(seg == NULL)) {
     if (p) foreign_free(p);
     return;
   }
-  page_t *pg = page_of(seg, p);
-  heap_t *h = brisk_tls_heap;
-  if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid && pg->flags == 0)) {
-    block_t *b = p;
-    b->next = pg->local_free;
-    pg->local_free = b;
-    if (unlikely(--pg->used == 0)) heap_page_emptied(h, pg);
-    return;
-  }
-  heap_free_generic(seg, pg, p);
+  heap_free_generic(seg, page_of(seg, p), p);
 }
 
 void brisk_free_sized(void *p, size_t size) {
@@ -72,7 +51,7 @@ void *brisk_calloc(size_t count, size_t size) {
     if (h == &brisk_heap_empty && !(h = heap_get_initialized())) return NULL;
     return huge_alloc(h, total, 0, true);
   }
-  void *p = malloc_inline(h, total);
+  void *p = malloc_fast(total);
   if (p) memset(p, 0, total);
   return p;
 }

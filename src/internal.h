@@ -284,6 +284,7 @@ static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
 /* Foreign pointers: made before brisk was loaded (by the dynamic loader's
  * bootstrap malloc) or by glibc's malloc. */
 BRISK_INTERNAL void foreign_free(void *p);
+BRISK_INTERNAL void free_slow(void *p);
 BRISK_INTERNAL size_t foreign_usable_size(const void *p, size_t want);
 
 #endif

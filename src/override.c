@@ -3,14 +3,14 @@
  * program. The C++ operators are defined here by their mangled names so the
  * library needs no C++ runtime; when the program has one, `new` runs the
  * program's new_handler and throws std::bad_alloc through it. */
-#include "internal.h"
+#include "fast_path.h"
 
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT void *malloc(size_t size) { return brisk_malloc(size); }
-EXPORT void free(void *p) { brisk_free(p); }
+EXPORT void *malloc(size_t size) { return malloc_fast(size); }
+EXPORT void free(void *p) { free_fast(p); }
 EXPORT void *calloc(size_t n, size_t size) { return brisk_calloc(n, size); }
 EXPORT void *realloc(void *p, size_t size) { return brisk_realloc(p, size); }
 EXPORT void *reallocarray(void *p, size_t n, size_t size) { return brisk_reallocarray(p, n, size); }
@@ -57,8 +57,8 @@ typedef void (*new_handler_fn)(void);
 extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
-static void *alloc_for_new(size_t size, size_t align) {
-  return align ? brisk_aligned_alloc(align, size) : brisk_malloc(size);
+static inline void *alloc_for_new(size_t size, size_t align) {
+  return align ? brisk_aligned_alloc(align, size) : malloc_fast(size);
 }
 
 /* The standard's loop: call the new_handler until memory comes or there is
@@ -95,10 +95,10 @@ EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_impl(n, a, fa
 EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return new_impl(n, a, true); }
 EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return new_impl(n, a, true); }
 
-EXPORT void _ZdlPv(void *p) { brisk_free(p); }
-EXPORT void _ZdaPv(void *p) { brisk_free(p); }
-EXPORT void _ZdlPvm(void *p, size_t n) { brisk_free_sized(p, n); }
-EXPORT void _ZdaPvm(void *p, size_t n) { brisk_free_sized(p, n); }
+EXPORT void _ZdlPv(void *p) { free_fast(p); }
+EXPORT void _ZdaPv(void *p) { free_fast(p); }
+EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; free_fast(p); }
+EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; free_fast(p); }
 EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *t) { (void)t; brisk_free(p); }
 EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *t) { (void)t; brisk_free(p); }
 EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; brisk_free(p); }

@@ -1,0 +1,48 @@
+/* The allocation fast path, shared by brisk_malloc/brisk_free and the
+ * malloc/free overrides (inlined into both so neither pays a jump).
+ *
+ *   malloc: heap->direct[size/16] -> page -> pop page->free
+ *   free:   chunk map says "ours" -> segment (mask) -> page;
+ *           owned by this thread? push page->local_free
+ * No lock and no atomic read-modify-write on either; everything else is in
+ * heap_malloc_generic / free_slow. */
+#ifndef BRISK_FAST_PATH_H
+#define BRISK_FAST_PATH_H
+
+#include "internal.h"
+
+static inline __attribute__((always_inline)) void *malloc_fast(size_t size) {
+  heap_t *h = brisk_tls_heap;
+  if (likely(size <= DIRECT_SIZE_MAX)) {
+    page_t *pg = h->direct[(size + 15) >> 4];
+    block_t *b = pg->free;
+    if (likely(b != NULL)) {
+      pg->free = b->next;
+      pg->used++;
+      return b;
+    }
+  }
+  return heap_malloc_generic(h, size);
+}
+
+static inline __attribute__((always_inline)) void free_fast(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  /* Tag 1 in the chunk map: a segment header starts at the masked address
+   * (NULL, foreign and over-aligned pointers all go the slow way). */
+  if (likely((a >> 48) == 0 &&
+             atomic_load_explicit(&brisk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed) == 1)) {
+    segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
+    page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
+    heap_t *h = brisk_tls_heap;
+    if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid && pg->flags == 0)) {
+      block_t *b = p;
+      b->next = pg->local_free;
+      pg->local_free = b;
+      if (unlikely(--pg->used == 0)) heap_page_emptied(h, pg);
+      return;
+    }
+  }
+  free_slow(p);
+}
+
+#endif
