@@ -68,6 +68,36 @@ BRISK_API int brisk_owns(const void *ptr);
  * is backed by a mapping, whether or not it is resident). */
 BRISK_API size_t brisk_mapped_bytes(void);
 
+/* ---- Explicit heaps -------------------------------------------------------
+ * A heap is a private set of pages: allocate related blocks from it, then
+ * drop them all at once with brisk_heap_destroy (no per-block free needed)
+ * or empty it for reuse with brisk_heap_reset.
+ *
+ * Rules:
+ *  - Only the thread that created a heap allocates from it (the checked
+ *    library, libbrisk-checked, aborts with a message when another thread
+ *    does). Its blocks may be freed with brisk_free/free by any thread.
+ *  - brisk_realloc on a heap block moves it to the calling thread's default
+ *    heap when it must move; brisk_heap_realloc keeps it in the heap.
+ *  - After destroy or reset, the heap's blocks are gone: freeing or using
+ *    one is an error, as with any freed block.
+ *  - A heap never takes over blocks of exited threads, so destroying it
+ *    releases only what was allocated from it. */
+typedef struct brisk_heap brisk_heap_t;
+
+BRISK_API brisk_heap_t *brisk_heap_new(void);
+BRISK_API void brisk_heap_destroy(brisk_heap_t *heap);
+BRISK_API void brisk_heap_reset(brisk_heap_t *heap);
+/* Bound the memory the heap holds (its pages and huge blocks); past it, its
+ * allocations return NULL with errno = ENOMEM. 0 = unbounded. */
+BRISK_API void brisk_heap_set_max_bytes(brisk_heap_t *heap, size_t max_bytes);
+/* Bytes of pages and huge blocks the heap holds now. */
+BRISK_API size_t brisk_heap_held_bytes(const brisk_heap_t *heap);
+BRISK_MALLOC_ATTR void *brisk_heap_malloc(brisk_heap_t *heap, size_t size);
+BRISK_MALLOC_ATTR void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size);
+BRISK_API void *brisk_heap_realloc(brisk_heap_t *heap, void *ptr, size_t size);
+BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

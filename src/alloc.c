@@ -40,26 +40,29 @@ int brisk_owns(const void *p) { return segment_of(p) != NULL; }
 
 /* ---- calloc and realloc ------------------------------------------------- */
 
-void *brisk_calloc(size_t count, size_t size) {
+static heap_t *heap_ready(heap_t *h) {
+  return h != &brisk_heap_empty ? h : heap_get_initialized();
+}
+
+void *calloc_in(heap_t *h, size_t count, size_t size) {
   size_t total;
   if (unlikely(__builtin_mul_overflow(count, size, &total))) {
     errno = ENOMEM;
     return NULL;
   }
-  heap_t *h = brisk_tls_heap;
   if (total > LARGE_SIZE_MAX) {
-    if (h == &brisk_heap_empty && !(h = heap_get_initialized())) return NULL;
+    if (!(h = heap_ready(h))) return NULL;
     return huge_alloc(h, total, 0, true);
   }
-  void *p = malloc_fast(total);
+  void *p = heap_malloc_fast(h, total);
   if (p) memset(p, 0, total);
   return p;
 }
 
 static void *realloc_foreign(void *p, size_t size);
 
-void *brisk_realloc(void *p, size_t size) {
-  if (!p) return brisk_malloc(size);
+void *realloc_in(heap_t *h, void *p, size_t size) {
+  if (!p) return heap_malloc_fast(h, size);
   segment_t *seg = segment_of(p);
   if (unlikely(!seg)) return realloc_foreign(p, size);
   if (seg->kind == SEG_HUGE && size > LARGE_SIZE_MAX) {
@@ -68,12 +71,15 @@ void *brisk_realloc(void *p, size_t size) {
   }
   size_t usable = brisk_usable_size(p);
   if (size <= usable && size >= usable / 2) return p;
-  void *q = brisk_malloc(size);
+  void *q = heap_malloc_fast(h, size);
   if (!q) return NULL;
   memcpy(q, p, size < usable ? size : usable);
-  brisk_free(p);
+  free_fast(p);
   return q;
 }
+
+void *brisk_calloc(size_t count, size_t size) { return calloc_in(brisk_tls_heap, count, size); }
+void *brisk_realloc(void *p, size_t size) { return realloc_in(brisk_tls_heap, p, size); }
 
 void *brisk_reallocarray(void *p, size_t count, size_t size) {
   size_t total;
@@ -86,13 +92,13 @@ void *brisk_reallocarray(void *p, size_t count, size_t size) {
 
 /* ---- Aligned allocation ------------------------------------------------- */
 
-static void *aligned_alloc_any(size_t align, size_t size) {
-  if (align <= BLOCK_ALIGN) return brisk_malloc(size);
+/* align: a power of two. */
+void *aligned_in(heap_t *h, size_t align, size_t size) {
+  if (align <= BLOCK_ALIGN) return heap_malloc_fast(h, size);
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
     return NULL;
   }
-  heap_t *h = brisk_tls_heap;
   if (size <= DIRECT_SIZE_MAX) {
     /* Often the next block of the size's own class is aligned already. */
     page_t *pg = h->direct[(size + 15) >> 4];
@@ -110,7 +116,7 @@ static void *aligned_alloc_any(size_t align, size_t size) {
     if (p != b) page_of(segment_of(b), b)->flags |= PAGE_HAS_ALIGNED;
     return p;
   }
-  if (h == &brisk_heap_empty && !(h = heap_get_initialized())) return NULL;
+  if (!(h = heap_ready(h))) return NULL;
   return huge_alloc(h, size, align, false);
 }
 
@@ -119,13 +125,13 @@ void *brisk_aligned_alloc(size_t align, size_t size) {
     errno = EINVAL;
     return NULL;
   }
-  return aligned_alloc_any(align, size);
+  return aligned_in(brisk_tls_heap, align, size);
 }
 
 int brisk_posix_memalign(void **out, size_t align, size_t size) {
   if (!is_power_of_two(align) || align % sizeof(void *) != 0) return EINVAL;
   int saved = errno;
-  void *p = aligned_alloc_any(align, size);
+  void *p = aligned_in(brisk_tls_heap, align, size);
   errno = saved;
   if (!p) return ENOMEM;
   *out = p;
@@ -139,7 +145,7 @@ void *brisk_memalign(size_t align, size_t size) {
     return NULL;
   }
   if (!is_power_of_two(align)) align = align < 2 ? 1 : (size_t)1 << (64 - __builtin_clzl(align));
-  return aligned_alloc_any(align, size);
+  return aligned_in(brisk_tls_heap, align, size);
 }
 
 /* ---- Foreign pointers --------------------------------------------------- *

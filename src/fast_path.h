@@ -11,8 +11,7 @@
 
 #include "internal.h"
 
-static inline __attribute__((always_inline)) void *malloc_fast(size_t size) {
-  heap_t *h = brisk_tls_heap;
+static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, size_t size) {
   if (likely(size <= DIRECT_SIZE_MAX)) {
     page_t *pg = h->direct[(size + 15) >> 4];
     block_t *b = pg->free;
@@ -23,6 +22,10 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t size) {
     }
   }
   return heap_malloc_generic(h, size);
+}
+
+static inline __attribute__((always_inline)) void *malloc_fast(size_t size) {
+  return heap_malloc_fast(brisk_tls_heap, size);
 }
 
 static inline __attribute__((always_inline)) void free_fast(void *p) {

@@ -114,7 +114,6 @@ static void delayed_free_process(heap_t *h) {
 static bool adopt_one(heap_t *h) {
   segment_t *seg = segment_abandoned_pop();
   if (!seg) return false;
-  seg->heap = h;
   atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
   uint32_t live = segment_collect_pages(seg, h);
   if (live == 0 && h->segments[seg->kind]) {
@@ -150,7 +149,8 @@ static page_t *find_page(heap_t *h, unsigned cls) {
       }
       /* else remote frees arrived meanwhile: look at the page again */
     }
-    if (attempt > 0 || !adopt_one(h)) break;
+    /* Explicit heaps never adopt: destroying one would free others' blocks. */
+    if (attempt > 0 || h->is_explicit || !adopt_one(h)) break;
   }
   page_t *pg = segment_page_alloc(h, class_segment_kind(cls));
   if (!pg) return NULL;
@@ -209,25 +209,77 @@ static heap_t *heap_struct_alloc(void) {
   return h;
 }
 
-heap_t *heap_get_initialized(void) {
-  heap_t *h = brisk_tls_heap;
-  if (h != &brisk_heap_empty) return h;
+static void heap_reset_fields(heap_t *h) {
+  for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_page_empty;
+  memset(h->queues, 0, sizeof h->queues);
+  memset(&h->full, 0, sizeof h->full);
+  memset(h->segments, 0, sizeof h->segments);
+  atomic_store_explicit(&h->delayed_free, NULL, memory_order_relaxed);
+  atomic_store_explicit(&h->mapped_bytes, 0, memory_order_relaxed);
+  h->huge_list = NULL;
+  h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
+}
+
+/* A new heap in the registry (so the purger and stats see it). */
+heap_t *heap_create(bool is_explicit) {
   process_init();
   pthread_mutex_lock(&registry_lock);
-  h = heap_struct_alloc();
+  heap_t *h = heap_struct_alloc();
   if (h) {
     memset(h, 0, sizeof *h);
-    for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_page_empty;
-    h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
+    heap_reset_fields(h);
+    h->is_explicit = is_explicit;
+    h->owner_thread = pthread_self();
+    pthread_mutex_init(&h->huge_lock, NULL);
     h->next_heap = registry;
     if (registry) registry->prev_heap = h;
     registry = h;
   }
   pthread_mutex_unlock(&registry_lock);
-  if (!h) {
-    errno = ENOMEM;
-    return NULL;
+  if (!h) errno = ENOMEM;
+  return h;
+}
+
+/* Out of the registry; the struct is kept for the next heap. */
+void heap_retire_struct(heap_t *h) {
+  pthread_mutex_lock(&registry_lock);
+  if (h->prev_heap) h->prev_heap->next_heap = h->next_heap; else registry = h->next_heap;
+  if (h->next_heap) h->next_heap->prev_heap = h->prev_heap;
+  h->prev_heap = NULL;
+  h->next_heap = spare_heaps;
+  spare_heaps = h;
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* Drops every block of an explicit heap at once: its segments and huge
+ * blocks go back to the caches whatever they hold. */
+void heap_release_all(heap_t *h) {
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++) {
+    segment_t *seg = h->segments[kind];
+    while (seg) {
+      segment_t *next = seg->next;
+      seg->next = seg->prev = NULL;
+      segment_release(seg);
+      seg = next;
+    }
   }
+  huge_release_heap_blocks(h);
+  huge_flush_thread_cache(h, 0, true);
+  heap_reset_fields(h);
+}
+
+bool heap_may_map(heap_t *h, size_t bytes) {
+  if (!h->max_bytes) return true;
+  if (atomic_load_explicit(&h->mapped_bytes, memory_order_relaxed) + bytes <= h->max_bytes) return true;
+  errno = ENOMEM;
+  return false;
+}
+
+heap_t *heap_get_initialized(void) {
+  heap_t *h = brisk_tls_heap;
+  if (h != &brisk_heap_empty) return h;
+  h = heap_create(false);
+  if (!h) return NULL;
   brisk_tls_heap = h;
   if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) pthread_setspecific(thread_key, h);
   return h;
@@ -270,13 +322,7 @@ void heap_thread_done(void *value) {
   }
   huge_flush_thread_cache(h, 0, true);
   brisk_tls_heap = &brisk_heap_empty;
-  pthread_mutex_lock(&registry_lock);
-  if (h->prev_heap) h->prev_heap->next_heap = h->next_heap; else registry = h->next_heap;
-  if (h->next_heap) h->next_heap->prev_heap = h->prev_heap;
-  h->prev_heap = NULL;
-  h->next_heap = spare_heaps;
-  spare_heaps = h;
-  pthread_mutex_unlock(&registry_lock);
+  heap_retire_struct(h);
 }
 
 /* Gives back what this heap holds idle: pages that waited the purge delay

@@ -27,6 +27,42 @@ static void huge_setup(segment_t *seg, size_t offset) {
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
 }
 
+/* Huge blocks of an explicit heap are listed in it, so that destroying the
+ * heap frees them; any thread may free one, hence the lock. */
+static void heap_link(heap_t *h, segment_t *seg) {
+  if (!h->is_explicit) return;
+  pthread_mutex_lock(&h->huge_lock);
+  seg->heap = h;
+  seg->prev = NULL;
+  seg->next = h->huge_list;
+  if (seg->next) seg->next->prev = seg;
+  h->huge_list = seg;
+  pthread_mutex_unlock(&h->huge_lock);
+  atomic_fetch_add_explicit(&h->mapped_bytes, seg->mapped_size, memory_order_relaxed);
+}
+
+static void heap_unlink(segment_t *seg) {
+  heap_t *h = seg->heap;
+  if (!h) return;
+  pthread_mutex_lock(&h->huge_lock);
+  if (seg->prev) seg->prev->next = seg->next; else h->huge_list = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  seg->next = seg->prev = NULL;
+  seg->heap = NULL;
+  pthread_mutex_unlock(&h->huge_lock);
+  atomic_fetch_sub_explicit(&h->mapped_bytes, seg->mapped_size, memory_order_relaxed);
+}
+
+void huge_release_heap_blocks(heap_t *h) {
+  for (;;) {
+    pthread_mutex_lock(&h->huge_lock);
+    segment_t *seg = h->huge_list;
+    pthread_mutex_unlock(&h->huge_lock);
+    if (!seg) return;
+    huge_free(seg);
+  }
+}
+
 static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
   segment_t *seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, min, max, SEG_HUGE, false);
   return seg ? seg : cache_take(min, max, SEG_HUGE);
@@ -44,7 +80,7 @@ static segment_t *take_cached(heap_t *h, size_t mapped) {
 
 /* Blocks aligned to a segment or more: the header sits in the chunk below
  * the block, which the chunk map marks with tag 2. Never cached. */
-static void *huge_alloc_overaligned(size_t size, size_t align) {
+static void *huge_alloc_overaligned(heap_t *h, size_t size, size_t align) {
   size_t body = align_up(size, OS_PAGE_SIZE);
   if (body < size || align + body < body) { errno = ENOMEM; return NULL; }
   uint8_t *base;
@@ -57,12 +93,14 @@ static void *huge_alloc_overaligned(size_t size, size_t align) {
   seg->purged = 0;
   huge_setup(seg, SEGMENT_SIZE);
   os_register_chunk(block, 2);
+  heap_link(h, seg);
   return block;
 }
 
 void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) { errno = ENOMEM; return NULL; }
-  if (align >= SEGMENT_SIZE) return huge_alloc_overaligned(size, align);
+  if (!heap_may_map(h, size)) return NULL;
+  if (align >= SEGMENT_SIZE) return huge_alloc_overaligned(h, size, align);
   size_t offset = align_up(HUGE_BLOCK_OFFSET, align > 64 ? align : 64);
   size_t mapped = huge_round(offset + size);
   segment_t *seg = take_cached(h, mapped);
@@ -78,6 +116,7 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
     fresh = true;
   }
   huge_setup(seg, offset);
+  heap_link(h, seg);
   uint8_t *p = (uint8_t *)seg + offset;
   if (zero && !fresh) {
     /* A purged segment reads as zero past its header page. */
@@ -89,6 +128,7 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
 }
 
 void huge_free(segment_t *seg) {
+  heap_unlink(seg);
   if (seg->map_base != (uint8_t *)seg) {
     segment_unmap(seg);
     return;
@@ -106,7 +146,8 @@ void huge_free(segment_t *seg) {
 
 /* Returns the (maybe moved) block, or NULL when the caller must copy. */
 void *huge_realloc(segment_t *seg, void *p, size_t size) {
-  if (seg->map_base != (uint8_t *)seg) return NULL;
+  /* Explicit heaps' blocks are resized by copying within the heap. */
+  if (seg->map_base != (uint8_t *)seg || seg->heap) return NULL;
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
   size_t need = offset + size;

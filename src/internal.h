@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <pthread.h>
 
 #include "brisk.h"
 
@@ -136,6 +137,13 @@ typedef struct heap {
   uint32_t slow_calls;
   uint64_t next_purge_ms;
   struct heap *next_heap, *prev_heap; /* registry of live heaps */
+  _Atomic(size_t) mapped_bytes;       /* segments and huge blocks it holds */
+  /* Explicit heaps (brisk_heap_new) only: */
+  bool is_explicit;
+  pthread_t owner_thread;
+  size_t max_bytes;                   /* 0 = unbounded */
+  pthread_mutex_t huge_lock;          /* huge blocks may be freed by any thread */
+  segment_t *huge_list;
 } heap_t;
 
 /* ---- Process state ------------------------------------------------------ */
@@ -246,6 +254,10 @@ BRISK_INTERNAL size_t cache_bytes(void);
 /* ---- Heaps (heap.c) ----------------------------------------------------- */
 
 BRISK_INTERNAL heap_t *heap_get_initialized(void);
+BRISK_INTERNAL heap_t *heap_create(bool is_explicit);
+BRISK_INTERNAL void heap_retire_struct(heap_t *h);
+BRISK_INTERNAL void heap_release_all(heap_t *h);
+BRISK_INTERNAL bool heap_may_map(heap_t *h, size_t bytes);
 BRISK_INTERNAL void *heap_malloc_generic(heap_t *h, size_t size);
 BRISK_INTERNAL void heap_free_generic(segment_t *seg, page_t *pg, void *p);
 BRISK_INTERNAL void heap_page_emptied(heap_t *h, page_t *pg);
@@ -266,6 +278,7 @@ BRISK_INTERNAL void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero)
 BRISK_INTERNAL void huge_free(segment_t *seg);
 BRISK_INTERNAL void *huge_realloc(segment_t *seg, void *p, size_t size);
 BRISK_INTERNAL void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force);
+BRISK_INTERNAL void huge_release_heap_blocks(heap_t *h);
 
 /* ---- Background purge and process setup (purge.c, init.c) --------------- */
 
@@ -285,6 +298,9 @@ static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
  * bootstrap malloc) or by glibc's malloc. */
 BRISK_INTERNAL void foreign_free(void *p);
 BRISK_INTERNAL void free_slow(void *p);
+BRISK_INTERNAL void *calloc_in(heap_t *h, size_t count, size_t size);
+BRISK_INTERNAL void *realloc_in(heap_t *h, void *p, size_t size);
+BRISK_INTERNAL void *aligned_in(heap_t *h, size_t align, size_t size);
 BRISK_INTERNAL size_t foreign_usable_size(const void *p, size_t want);
 
 #endif

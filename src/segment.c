@@ -52,6 +52,13 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
   atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
 }
 
+/* A heap's mapped_bytes counts the pages (and huge blocks) it holds. */
+static void heap_pages_delta(segment_t *seg, long pages) {
+  if (seg->heap)
+    atomic_fetch_add_explicit(&seg->heap->mapped_bytes, (size_t)(pages * ((long)1 << seg->page_shift)),
+                              memory_order_relaxed);
+}
+
 static segment_t *segment_new(heap_t *h, unsigned kind) {
   segment_t *seg = cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
   if (!seg) {
@@ -71,12 +78,14 @@ static segment_t *segment_new(heap_t *h, unsigned kind) {
 }
 
 page_t *segment_page_alloc(heap_t *h, unsigned kind) {
+  if (!heap_may_map(h, (size_t)1 << kind_page_shift[kind])) return NULL;
   segment_t *seg = h->segments[kind];
   if (!seg || !seg->free_page_mask) seg = segment_new(h, kind);
   if (!seg) return NULL;
   unsigned idx = (unsigned)__builtin_ctzll(seg->free_page_mask);
   seg->free_page_mask &= ~((uint64_t)1 << idx);
   seg->pages_in_use++;
+  heap_pages_delta(seg, 1);
   if (!seg->free_page_mask && seg->next) {
     seg_list_remove(h, seg);
     seg_list_push_back(h, seg);
@@ -97,6 +106,7 @@ void segment_page_retire(heap_t *h, page_t *pg) {
   pg->free = pg->local_free = NULL;
   seg->free_page_mask |= (uint64_t)1 << idx;
   seg->pages_in_use--;
+  heap_pages_delta(seg, -1);
   if (seg->prev) {
     seg_list_remove(h, seg);
     seg_list_push_front(h, seg);
@@ -107,9 +117,14 @@ void segment_page_retire(heap_t *h, page_t *pg) {
   }
 }
 
+static void segment_leave_heap(segment_t *seg) {
+  heap_pages_delta(seg, -(long)seg->pages_in_use);
+  seg->heap = NULL;
+}
+
 void segment_release(segment_t *seg) {
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
-  seg->heap = NULL;
+  segment_leave_heap(seg);
   if (!cache_put(seg)) segment_unmap(seg);
 }
 
@@ -164,7 +179,7 @@ segment_t *segment_abandoned_pop(void) {
 
 void segment_abandon(segment_t *seg) {
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_release);
-  seg->heap = NULL;
+  segment_leave_heap(seg);
   segment_abandoned_push(seg);
 }
 
@@ -173,6 +188,7 @@ void segment_abandon(segment_t *seg) {
  * are set so that all later remote frees go to the page itself. Returns how
  * many pages still hold blocks. */
 uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter) {
+  if (adopter) seg->heap = NULL; /* counted into the adopter below */
   for (uint32_t i = 0; i < seg->page_count; i++) {
     page_t *pg = &seg->pages[i];
     if (!pg->in_use) continue;
@@ -187,9 +203,14 @@ uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter) {
       pg->retired_at_ms = os_now_ms();
       seg->free_page_mask |= (uint64_t)1 << i;
       seg->pages_in_use--;
+      heap_pages_delta(seg, -1);
     } else if (adopter) {
       heap_queue_push(adopter, pg);
     }
+  }
+  if (adopter) {
+    seg->heap = adopter;
+    heap_pages_delta(seg, (long)seg->pages_in_use);
   }
   return seg->pages_in_use;
 }
