@@ -98,6 +98,37 @@ BRISK_MALLOC_ATTR void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size
 BRISK_API void *brisk_heap_realloc(brisk_heap_t *heap, void *ptr, size_t size);
 BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment, size_t size);
 
+/* ---- Fixed-size object pools ----------------------------------------------
+ * O(1) allocation and free of objects of one size from an intrusive free
+ * list. Any thread may allocate and free: each thread works from its own
+ * cache without locks; objects freed by other threads return lock-free.
+ * A bounded pool (max_objects > 0) returns NULL with errno = ENOMEM while
+ * max_objects are live, and recovers as objects are freed.
+ * The checked library fills freed objects with 0xDD and aborts with a
+ * message on a double free, a pointer from another pool or from outside
+ * any pool, and a write to a freed object (seen when it is handed out). */
+typedef struct brisk_pool brisk_pool_t;
+
+typedef struct brisk_pool_stats {
+  size_t object_size;   /* bytes per object (the request, rounded up to the alignment) */
+  size_t alignment;
+  size_t max_objects;   /* 0 = unbounded */
+  size_t live_objects;  /* allocated and not yet freed */
+  size_t capacity;      /* objects the pool's memory can hold now */
+  size_t bytes_held;    /* memory the pool holds */
+  uint64_t allocs;      /* total successful allocations */
+  uint64_t frees;       /* total frees */
+  uint64_t exhausted;   /* allocations refused because the bound was reached */
+} brisk_pool_stats_t;
+
+/* alignment: a power of two (0 = 16). NULL with EINVAL on a bad argument. */
+BRISK_API brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_objects);
+/* Frees every object of the pool at once. */
+BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
+BRISK_MALLOC_ATTR void *brisk_pool_alloc(brisk_pool_t *pool);
+BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *object);
+BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_pool_stats_t *out);
+
 #ifdef __cplusplus
 }
 #endif

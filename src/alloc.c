@@ -36,6 +36,14 @@ size_t brisk_usable_size(const void *p) {
   return (size_t)(b + pg->block_size - (const uint8_t *)p);
 }
 
+/* The start of the block that holds p (p may be aligned inside it). */
+void *block_start_of(const void *p) {
+  segment_t *seg = segment_of(p);
+  if (!seg) return NULL;
+  if (seg->kind == SEG_HUGE) return (uint8_t *)seg + seg->block_offset;
+  return page_block_start(page_of(seg, p), p);
+}
+
 int brisk_owns(const void *p) { return segment_of(p) != NULL; }
 
 /* ---- calloc and realloc ------------------------------------------------- */

@@ -304,6 +304,7 @@ void heap_thread_done(void *value) {
   heap_t *h = value ? (heap_t *)value : brisk_tls_heap;
   if (h == &brisk_heap_empty) return;
   brisk_tls_heap = h; /* frees below must see the heap as local */
+  pool_thread_exit();
   delayed_free_process(h);
   /* Waits out remote threads mid-way through a delayed free; after this no
    * remote thread reads this heap again. */

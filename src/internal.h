@@ -22,6 +22,10 @@
 
 #include "brisk.h"
 
+#ifndef BRISK_CHECKED
+#define BRISK_CHECKED 0
+#endif
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define BRISK_INTERNAL __attribute__((visibility("hidden")))
@@ -298,6 +302,8 @@ static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
  * bootstrap malloc) or by glibc's malloc. */
 BRISK_INTERNAL void foreign_free(void *p);
 BRISK_INTERNAL void free_slow(void *p);
+BRISK_INTERNAL void *block_start_of(const void *p);
+BRISK_INTERNAL void pool_thread_exit(void);
 BRISK_INTERNAL void *calloc_in(heap_t *h, size_t count, size_t size);
 BRISK_INTERNAL void *realloc_in(heap_t *h, void *p, size_t size);
 BRISK_INTERNAL void *aligned_in(heap_t *h, size_t align, size_t size);

@@ -1,0 +1,349 @@
+/* Fixed-size object pools (brisk_pool_*).
+ *
+ * Objects are carved from slabs (ordinary brisk blocks). Each thread keeps
+ * its own cache of free objects per pool: allocation pops it and free pushes
+ * it, no lock and no atomic. A cache that grows past a limit hands half its
+ * objects to the pool's shared list with one CAS; an empty cache takes the
+ * whole shared list with one exchange, so the shared list needs no ABA care.
+ * Only a bounded pool counts live objects atomically, to enforce its bound. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define POOL_MAGIC 0x42504f4fu /* "BPOO" */
+#define SLAB_MAGIC 0x42534c42u /* "BSLB" */
+#define SLAB_BYTES ((size_t)64 * 1024)
+#define SLAB_MIN_OBJECTS 16
+#define CARVE_BATCH 64
+#define CACHE_FLUSH_AT 256
+#define POISON 0xDD
+#define TLS_POOL_SLOTS 8
+
+typedef struct pool_cache pool_cache_t;
+
+typedef struct slab {
+  uint32_t magic;
+  uint32_t capacity;
+  struct brisk_pool *pool;
+  struct slab *next;
+  uint8_t *objects;
+  _Atomic(uint64_t) live_bits[]; /* checked library: which objects are live */
+} slab_t;
+
+struct brisk_pool {
+  uint32_t magic;
+  size_t object_size, alignment, max_objects;
+  uint64_t id;
+  _Atomic(block_t *) shared_free;
+  _Atomic(size_t) live;          /* bounded pools only */
+  _Atomic(uint64_t) exhausted;
+  pthread_mutex_t lock;          /* slabs and carving */
+  slab_t *slabs, *carving;
+  size_t slab_bytes, slab_count, capacity;
+  uint32_t carved;               /* objects carved from `carving` */
+  pool_cache_t *caches;          /* every thread's cache (under pools_lock) */
+  uint64_t retired_allocs, retired_frees; /* of caches gone with their thread */
+};
+
+struct pool_cache {
+  block_t *free;
+  uint32_t count;
+  _Atomic(uint64_t) allocs, frees; /* written by the owner, read by stats */
+  uint64_t pool_id;
+  struct brisk_pool *pool;
+  _Atomic(int) dead;               /* its pool was destroyed */
+  pool_cache_t *pool_next, *pool_prev, *thread_next;
+};
+
+typedef struct tls_pool_slot { uint64_t id; pool_cache_t *cache; } tls_pool_slot_t;
+
+static __thread tls_pool_slot_t tls_slots[TLS_POOL_SLOTS] __attribute__((tls_model("initial-exec")));
+static __thread pool_cache_t *tls_caches __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* caches lists, destroy, thread exit */
+static _Atomic(uint64_t) next_pool_id = 1;
+
+static inline void counter_add(_Atomic(uint64_t) *c, uint64_t n) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+/* ---- Thread caches ------------------------------------------------------ */
+
+static BRISK_NOINLINE pool_cache_t *cache_lookup_slow(brisk_pool_t *pool) {
+  /* Drop caches of destroyed pools while walking this thread's list. */
+  pool_cache_t *c = NULL, **link = &tls_caches;
+  while (*link) {
+    pool_cache_t *cur = *link;
+    if (atomic_load_explicit(&cur->dead, memory_order_acquire)) {
+      *link = cur->thread_next;
+      brisk_free(cur);
+      continue;
+    }
+    if (cur->pool_id == pool->id) c = cur;
+    link = &cur->thread_next;
+  }
+  if (!c) {
+    c = brisk_calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->pool_id = pool->id;
+    c->pool = pool;
+    pthread_mutex_lock(&pools_lock);
+    c->pool_next = pool->caches;
+    if (pool->caches) pool->caches->pool_prev = c;
+    pool->caches = c;
+    pthread_mutex_unlock(&pools_lock);
+    c->thread_next = tls_caches;
+    tls_caches = c;
+  }
+  tls_slots[pool->id % TLS_POOL_SLOTS] = (tls_pool_slot_t){pool->id, c};
+  return c;
+}
+
+static inline pool_cache_t *cache_for(brisk_pool_t *pool) {
+  tls_pool_slot_t *slot = &tls_slots[pool->id % TLS_POOL_SLOTS];
+  if (likely(slot->id == pool->id)) return slot->cache;
+  return cache_lookup_slow(pool);
+}
+
+static void shared_push(brisk_pool_t *pool, block_t *first, block_t *last) {
+  block_t *head = atomic_load_explicit(&pool->shared_free, memory_order_relaxed);
+  do {
+    last->next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&pool->shared_free, &head, first, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Hands half of the cache to the other threads. */
+static void cache_flush(brisk_pool_t *pool, pool_cache_t *c, uint32_t keep) {
+  if (c->count <= keep) return;
+  block_t *first = c->free, *last = first;
+  for (uint32_t n = c->count - keep; n > 1; n--) last = last->next;
+  c->free = last->next;
+  c->count = keep;
+  shared_push(pool, first, last);
+}
+
+/* At thread exit (from the heap's exit hook). */
+void pool_thread_exit(void) {
+  pthread_mutex_lock(&pools_lock);
+  while (tls_caches) {
+    pool_cache_t *c = tls_caches;
+    tls_caches = c->thread_next;
+    if (!atomic_load_explicit(&c->dead, memory_order_acquire)) {
+      brisk_pool_t *pool = c->pool;
+      cache_flush(pool, c, 0);
+      pool->retired_allocs += atomic_load_explicit(&c->allocs, memory_order_relaxed);
+      pool->retired_frees += atomic_load_explicit(&c->frees, memory_order_relaxed);
+      if (c->pool_prev) c->pool_prev->pool_next = c->pool_next; else pool->caches = c->pool_next;
+      if (c->pool_next) c->pool_next->pool_prev = c->pool_prev;
+    }
+    brisk_free(c);
+  }
+  pthread_mutex_unlock(&pools_lock);
+  memset(tls_slots, 0, sizeof tls_slots);
+}
+
+/* ---- Slabs -------------------------------------------------------------- */
+
+/* Slabs are plain 16-aligned blocks (so a pointer's slab is its block's
+ * start); objects start at the first aligned offset after the header. */
+static size_t slab_header_size(size_t capacity, size_t align) {
+  size_t bits = BRISK_CHECKED ? (capacity + 63) / 64 * sizeof(uint64_t) : 0;
+  return align_up(sizeof(slab_t) + bits, BLOCK_ALIGN) + (align > BLOCK_ALIGN ? align - BLOCK_ALIGN : 0);
+}
+
+static slab_t *slab_of(const void *p) {
+  if (!brisk_owns(p)) return NULL;
+  slab_t *s = block_start_of(p);
+  return s && s->magic == SLAB_MAGIC ? s : NULL;
+}
+
+/* Carves up to CARVE_BATCH fresh objects into the cache; pool->lock held. */
+static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
+  slab_t *s = pool->carving;
+  if (!s || pool->carved == s->capacity) {
+    size_t capacity = (pool->slab_bytes - slab_header_size(0, pool->alignment)) / pool->object_size;
+    s = brisk_malloc(pool->slab_bytes);
+    if (!s) return false;
+    size_t header = slab_header_size(capacity, pool->alignment);
+    capacity = (pool->slab_bytes - header) / pool->object_size;
+    memset(s, 0, sizeof(slab_t) + (BRISK_CHECKED ? (capacity + 63) / 64 * sizeof(uint64_t) : 0));
+    s->magic = SLAB_MAGIC;
+    s->capacity = (uint32_t)capacity;
+    s->pool = pool;
+    s->objects = (uint8_t *)align_up((uintptr_t)s + sizeof(slab_t) +
+                                     (BRISK_CHECKED ? (capacity + 63) / 64 * sizeof(uint64_t) : 0),
+                                     pool->alignment);
+    s->next = pool->slabs;
+    pool->slabs = s;
+    pool->slab_count++;
+    pool->capacity += capacity;
+    pool->carving = s;
+    pool->carved = 0;
+  }
+  uint32_t n = s->capacity - pool->carved;
+  if (n > CARVE_BATCH) n = CARVE_BATCH;
+  for (uint32_t i = 0; i < n; i++) {
+    block_t *b = (block_t *)(s->objects + (size_t)(pool->carved + i) * pool->object_size);
+    if (BRISK_CHECKED) memset(b, POISON, pool->object_size);
+    b->next = c->free;
+    c->free = b;
+  }
+  pool->carved += n;
+  c->count += n;
+  return true;
+}
+
+static BRISK_NOINLINE bool refill(brisk_pool_t *pool, pool_cache_t *c) {
+  block_t *shared = atomic_exchange_explicit(&pool->shared_free, NULL, memory_order_acquire);
+  if (shared) {
+    uint32_t n = 0;
+    for (block_t *b = shared; b; b = b->next) n++;
+    c->free = shared;
+    c->count = n;
+    return true;
+  }
+  pthread_mutex_lock(&pool->lock);
+  bool ok = carve(pool, c);
+  pthread_mutex_unlock(&pool->lock);
+  return ok;
+}
+
+/* ---- Checked library ---------------------------------------------------- */
+
+static void check_free(brisk_pool_t *pool, void *p) {
+  slab_t *s = slab_of(p);
+  if (!s) brisk_fatal("brisk_pool_free(%p, %p): pointer was not allocated from any pool", (void *)pool, p);
+  if (s->pool != pool)
+    brisk_fatal("brisk_pool_free(%p, %p): pointer belongs to another pool (%p)", (void *)pool, p, (void *)s->pool);
+  size_t off = (size_t)((uint8_t *)p - s->objects);
+  if ((uint8_t *)p < s->objects || off % pool->object_size || off / pool->object_size >= s->capacity)
+    brisk_fatal("brisk_pool_free(%p, %p): pointer is not the start of an object", (void *)pool, p);
+  size_t i = off / pool->object_size;
+  uint64_t bit = (uint64_t)1 << (i % 64);
+  if (!(atomic_fetch_and(&s->live_bits[i / 64], ~bit) & bit))
+    brisk_fatal("brisk_pool_free(%p, %p): double free (object is already free)", (void *)pool, p);
+  memset((uint8_t *)p + sizeof(block_t), POISON, pool->object_size - sizeof(block_t));
+}
+
+static void check_alloc(brisk_pool_t *pool, void *p) {
+  const uint8_t *bytes = p;
+  for (size_t i = sizeof(block_t); i < pool->object_size; i++)
+    if (bytes[i] != POISON)
+      brisk_fatal("brisk_pool_alloc(%p): object %p was written after it was freed (byte %zu is 0x%02x, "
+                  "not 0x%02x)", (void *)pool, p, i, bytes[i], POISON);
+  slab_t *s = slab_of(p);
+  size_t i = (size_t)(bytes - s->objects) / pool->object_size;
+  atomic_fetch_or(&s->live_bits[i / 64], (uint64_t)1 << (i % 64));
+  memset(p, 0, sizeof(block_t));
+}
+
+/* ---- Public API --------------------------------------------------------- */
+
+brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_objects) {
+  if (alignment == 0) alignment = BLOCK_ALIGN;
+  if (!is_power_of_two(alignment) || alignment > SLAB_BYTES / 4 || object_size == 0 ||
+      object_size > LARGE_SIZE_MAX) {
+    errno = EINVAL;
+    return NULL;
+  }
+  brisk_pool_t *pool = brisk_calloc(1, sizeof *pool);
+  if (!pool) return NULL;
+  pool->magic = POOL_MAGIC;
+  pool->object_size = align_up(object_size < BLOCK_ALIGN ? BLOCK_ALIGN : object_size, alignment);
+  pool->alignment = alignment;
+  pool->max_objects = max_objects;
+  pool->id = atomic_fetch_add(&next_pool_id, 1);
+  size_t slab = SLAB_BYTES;
+  while (slab / pool->object_size < SLAB_MIN_OBJECTS) slab *= 2;
+  pool->slab_bytes = slab;
+  pthread_mutex_init(&pool->lock, NULL);
+  return pool;
+}
+
+void brisk_pool_destroy(brisk_pool_t *pool) {
+  if (!pool) return;
+  pthread_mutex_lock(&pools_lock);
+  for (pool_cache_t *c = pool->caches; c; c = c->pool_next) {
+    c->free = NULL;
+    c->count = 0;
+    atomic_store_explicit(&c->dead, 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&pools_lock);
+  slab_t *s = pool->slabs;
+  while (s) {
+    slab_t *next = s->next;
+    s->magic = 0;
+    brisk_free(s);
+    s = next;
+  }
+  pthread_mutex_destroy(&pool->lock);
+  pool->magic = 0;
+  brisk_free(pool);
+}
+
+void *brisk_pool_alloc(brisk_pool_t *pool) {
+  if (BRISK_CHECKED && (!pool || pool->magic != POOL_MAGIC))
+    brisk_fatal("brisk_pool_alloc(%p): not a live pool", (void *)pool);
+  if (pool->max_objects &&
+      atomic_fetch_add_explicit(&pool->live, 1, memory_order_relaxed) >= pool->max_objects) {
+    atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pool->exhausted, 1, memory_order_relaxed);
+    errno = ENOMEM;
+    return NULL;
+  }
+  pool_cache_t *c = cache_for(pool);
+  if (unlikely(!c || (!c->free && !refill(pool, c)))) {
+    if (pool->max_objects) atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
+    errno = ENOMEM;
+    return NULL;
+  }
+  block_t *b = c->free;
+  c->free = b->next;
+  c->count--;
+  counter_add(&c->allocs, 1);
+  if (BRISK_CHECKED) check_alloc(pool, b);
+  return b;
+}
+
+void brisk_pool_free(brisk_pool_t *pool, void *p) {
+  if (!p) return;
+  if (BRISK_CHECKED) {
+    if (!pool || pool->magic != POOL_MAGIC) brisk_fatal("brisk_pool_free(%p, %p): not a live pool", (void *)pool, p);
+    check_free(pool, p);
+  }
+  pool_cache_t *c = cache_for(pool);
+  if (unlikely(!c)) { /* no memory for a cache: give it straight back */
+    shared_push(pool, p, p);
+  } else {
+    block_t *b = p;
+    b->next = c->free;
+    c->free = b;
+    counter_add(&c->frees, 1);
+    if (unlikely(++c->count > CACHE_FLUSH_AT)) cache_flush(pool, c, CACHE_FLUSH_AT / 2);
+  }
+  if (pool->max_objects) atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
+}
+
+void brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
+  brisk_pool_t *pool = (brisk_pool_t *)cpool;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&pools_lock);
+  uint64_t allocs = pool->retired_allocs, frees = pool->retired_frees;
+  for (pool_cache_t *c = pool->caches; c; c = c->pool_next) {
+    allocs += atomic_load_explicit(&c->allocs, memory_order_relaxed);
+    frees += atomic_load_explicit(&c->frees, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&pools_lock);
+  pthread_mutex_lock(&pool->lock);
+  out->capacity = pool->capacity;
+  out->bytes_held = pool->slab_count * pool->slab_bytes;
+  pthread_mutex_unlock(&pool->lock);
+  out->object_size = pool->object_size;
+  out->alignment = pool->alignment;
+  out->max_objects = pool->max_objects;
+  out->allocs = allocs;
+  out->frees = frees;
+  out->live_objects = allocs >= frees ? (size_t)(allocs - frees) : 0;
+  out->exhausted = atomic_load_explicit(&pool->exhausted, memory_order_relaxed);
+}
