@@ -18,6 +18,7 @@ static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, s
     if (likely(b != NULL)) {
       pg->free = b->next;
       pg->used++;
+      block_handed_out(b);
       return b;
     }
   }
@@ -29,6 +30,10 @@ static inline __attribute__((always_inline)) void *malloc_fast(size_t size) {
 }
 
 static inline __attribute__((always_inline)) void free_fast(void *p) {
+#if BRISK_CHECKED
+  checked_free(p);
+  return;
+#endif
   uintptr_t a = (uintptr_t)p;
   /* Tag 1 in the chunk map: a segment header starts at the masked address
    * (NULL, foreign and over-aligned pointers all go the slow way). */

@@ -173,6 +173,7 @@ void *heap_malloc_generic(heap_t *h, size_t size) {
   block_t *b = pg->free;
   pg->free = b->next;
   pg->used++;
+  block_handed_out(b);
   return b;
 }
 

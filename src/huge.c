@@ -92,6 +92,7 @@ static void *huge_alloc_overaligned(heap_t *h, size_t size, size_t align) {
   seg->mapped_size = mapped;
   seg->purged = 0;
   huge_setup(seg, SEGMENT_SIZE);
+  seg->live = 1;
   os_register_chunk(block, 2);
   heap_link(h, seg);
   return block;
@@ -124,6 +125,7 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
     if (dirty_end > p) memset(p, 0, (size_t)(dirty_end - p) < size ? (size_t)(dirty_end - p) : size);
   }
   seg->purged = 0;
+  seg->live = 1;
   return p;
 }
 

@@ -102,6 +102,7 @@ typedef struct segment {
   uint8_t page_shift;
   uint8_t memory_is_zero;      /* huge: never handed out since it was mapped */
   uint8_t purged;              /* huge/cached: contents were given back */
+  uint8_t live;                /* huge: handed out and not freed (checked library) */
   uint32_t page_count;
   uint32_t pages_in_use;
   uint64_t free_page_mask;     /* bit i: page i is free */
@@ -302,6 +303,17 @@ static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
  * bootstrap malloc) or by glibc's malloc. */
 BRISK_INTERNAL void foreign_free(void *p);
 BRISK_INTERNAL void free_slow(void *p);
+BRISK_INTERNAL void checked_free(void *p);
+
+/* The checked library marks freed blocks (checked.c); a block handed out
+ * loses the mark. */
+static inline void block_handed_out(block_t *b) {
+#if BRISK_CHECKED
+  ((uintptr_t *)b)[1] = 0;
+#else
+  (void)b;
+#endif
+}
 BRISK_INTERNAL void *block_start_of(const void *p);
 BRISK_INTERNAL void pool_thread_exit(void);
 BRISK_INTERNAL void *calloc_in(heap_t *h, size_t count, size_t size);

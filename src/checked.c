@@ -1,0 +1,45 @@
+/* The checks of the checked library (BRISK_CHECKED): every free is
+ * validated before it touches brisk's lists, and a misuse aborts with a
+ * message that names it. The release library compiles none of this. */
+#include "internal.h"
+
+#if BRISK_CHECKED
+
+#define FREED_COOKIE ((uintptr_t)0x6272697366726565ull) /* "brisfree" */
+
+static bool list_contains(const block_t *list, const block_t *b) {
+  for (size_t n = 0; list && n < (1u << 20); list = list->next, n++)
+    if (list == b) return true;
+  return false;
+}
+
+void checked_free(void *p) {
+  if (!p) return;
+  segment_t *seg = segment_of(p);
+  if (!seg) brisk_fatal("free(%p): pointer was not allocated by brisk (foreign or invalid pointer)", p);
+  if (seg->kind == SEG_HUGE) {
+    if ((uint8_t *)p != (uint8_t *)seg + seg->block_offset)
+      brisk_fatal("free(%p): pointer is inside a block, not at its start", p);
+    if (!seg->live) brisk_fatal("free(%p): double free (the block is already free)", p);
+    seg->live = 0;
+    heap_free_generic(seg, page_of(seg, p), p);
+    return;
+  }
+  page_t *pg = page_of(seg, p);
+  if (!pg->in_use) brisk_fatal("free(%p): double free or invalid pointer (its page holds no blocks)", p);
+  block_t *b = page_block_start(pg, p);
+  if ((void *)b != p && !(pg->flags & PAGE_HAS_ALIGNED))
+    brisk_fatal("free(%p): pointer is inside a block, not at its start", p);
+  uintptr_t *words = (uintptr_t *)b;
+  if (words[1] == (FREED_COOKIE ^ (uintptr_t)b)) {
+    /* Confirm on the owner's lists when this thread owns the page. */
+    bool owner = atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == brisk_tls_heap->uid;
+    if (!owner || list_contains(pg->free, b) || list_contains(pg->local_free, b) ||
+        list_contains((block_t *)(atomic_load(&pg->thread_free) & ~TF_STATE_MASK), b))
+      brisk_fatal("free(%p): double free (the block is already free)", p);
+  }
+  words[1] = FREED_COOKIE ^ (uintptr_t)b;
+  heap_free_generic(seg, pg, p);
+}
+
+#endif
