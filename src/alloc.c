@@ -113,7 +113,7 @@ void *aligned_in(heap_t *h, size_t align, size_t size) {
     block_t *b = pg->free;
     if (b && ((uintptr_t)b & (align - 1)) == 0) {
       pg->free = b->next;
-      pg->used++;
+      PUBLISH(pg->used, pg->used + 1);
       block_handed_out(b);
       return b;
     }

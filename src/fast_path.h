@@ -17,7 +17,7 @@ static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, s
     block_t *b = pg->free;
     if (likely(b != NULL)) {
       pg->free = b->next;
-      pg->used++;
+      PUBLISH(pg->used, pg->used + 1);
       block_handed_out(b);
       return b;
     }
@@ -46,9 +46,13 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
       block_t *b = p;
       b->next = pg->local_free;
       pg->local_free = b;
-      if (unlikely(--pg->used == 0)) heap_page_emptied(h, pg);
+      uint32_t used = pg->used - 1;
+      PUBLISH(pg->used, used);
+      if (unlikely(used == 0)) heap_page_emptied(h, pg);
       return;
     }
+    heap_free_generic(seg, pg, p);
+    return;
   }
   free_slow(p);
 }

@@ -93,7 +93,7 @@ void heap_page_emptied(heap_t *h, page_t *pg) {
 static void free_local(heap_t *h, page_t *pg, block_t *b) {
   b->next = pg->local_free;
   pg->local_free = b;
-  pg->used--;
+  PUBLISH(pg->used, pg->used - 1);
   if (pg->flags & PAGE_IN_FULL) page_unfull(h, pg);
   if (pg->used == 0) heap_page_emptied(h, pg);
 }
@@ -115,6 +115,7 @@ static bool adopt_one(heap_t *h) {
   segment_t *seg = segment_abandoned_pop();
   if (!seg) return false;
   atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
+  PUBLISH(seg->state, SEG_STATE_OWNED);
   uint32_t live = segment_collect_pages(seg, h);
   if (live == 0 && h->segments[seg->kind]) {
     segment_release(seg);
@@ -166,13 +167,24 @@ void *heap_malloc_generic(heap_t *h, size_t size) {
     if (!h) return NULL;
   }
   if (size > LARGE_SIZE_MAX) return huge_alloc(h, size, 0, false);
+  unsigned cls = size_to_class(size);
+  page_t *pg = h->queues[cls].first;
+  if (likely(pg != NULL)) {
+    /* The current page's own frees are reused first: no atomics needed. */
+    if (!pg->free) {
+      pg->free = pg->local_free;
+      pg->local_free = NULL;
+    }
+    if (likely(pg->free != NULL)) goto pop;
+  }
   if (unlikely((++h->slow_calls & 63) == 0)) purge_maybe(h);
   delayed_free_process(h);
-  page_t *pg = find_page(h, size_to_class(size));
+  pg = find_page(h, cls);
   if (!pg) return NULL;
+pop:;
   block_t *b = pg->free;
   pg->free = b->next;
-  pg->used++;
+  PUBLISH(pg->used, pg->used + 1);
   block_handed_out(b);
   return b;
 }

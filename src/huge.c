@@ -18,13 +18,22 @@ static size_t huge_round(size_t need) {
 }
 
 static void huge_setup(segment_t *seg, size_t offset) {
-  seg->kind = SEG_HUGE;
+  PUBLISH(seg->kind, SEG_HUGE);
+  PUBLISH(seg->state, SEG_STATE_HUGE);
   seg->page_shift = 63; /* every offset maps to pages[0] */
   seg->page_count = 1;
   seg->block_offset = offset;
   seg->heap = NULL;
   seg->next = seg->prev = NULL;
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
+}
+
+static bool resize_in_place(segment_t *seg, size_t size) {
+  if (!os_resize(seg, seg->mapped_size, size)) return false;
+  segment_mark(seg, false);
+  seg->mapped_size = size;
+  segment_mark(seg, true);
+  return true;
 }
 
 /* Huge blocks of an explicit heap are listed in it, so that destroying the
@@ -63,9 +72,37 @@ void huge_release_heap_blocks(heap_t *h) {
   }
 }
 
+static bool hot_put(heap_t *h, segment_t *seg) {
+  if (atomic_load_explicit(&h->huge_hot, memory_order_relaxed)) return false;
+  PUBLISH(seg->state, SEG_STATE_CACHED);
+  atomic_store_explicit(&h->huge_hot_seen, 0, memory_order_relaxed);
+  atomic_store_explicit(&h->huge_hot, seg, memory_order_release);
+  return true;
+}
+
 static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
-  segment_t *seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, min, max, SEG_HUGE, false);
+  segment_t *seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
+  if (seg) {
+    if (seg->mapped_size >= min && seg->mapped_size <= max) return seg;
+    if (!slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms())) segment_release(seg);
+  }
+  seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, min, max, SEG_HUGE, false);
   return seg ? seg : cache_take(min, max, SEG_HUGE);
+}
+
+/* The purger's pass over a heap's hot block: taken (and purged, or with
+ * force released) once it sat idle through a whole pass. */
+static bool hot_purge(heap_t *h, uint64_t now, bool force) {
+  segment_t *seg = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
+  if (!seg) return false;
+  if (!force && !atomic_exchange_explicit(&h->huge_hot_seen, 1, memory_order_relaxed)) return true;
+  if (!atomic_compare_exchange_strong_explicit(&h->huge_hot, &seg, NULL, memory_order_acquire,
+                                               memory_order_relaxed))
+    return false;
+  /* Dated one delay back: the slots' pass purges it at once. */
+  if (force || !slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, now - brisk_opt.purge_delay_ms))
+    segment_release(seg);
+  return !force;
 }
 
 /* A warm block of about the right size, else a bigger one cut down to size
@@ -74,7 +111,7 @@ static segment_t *take_cached(heap_t *h, size_t mapped) {
   segment_t *seg = take_cached_within(h, mapped, mapped + mapped / 4);
   if (seg || mapped > PTRDIFF_MAX / 8) return seg;
   seg = take_cached_within(h, mapped, mapped * 8);
-  if (seg && os_resize(seg, seg->mapped_size, mapped)) seg->mapped_size = mapped;
+  if (seg) resize_in_place(seg, mapped);
   return seg;
 }
 
@@ -93,7 +130,8 @@ static void *huge_alloc_overaligned(heap_t *h, size_t size, size_t align) {
   seg->purged = 0;
   huge_setup(seg, SEGMENT_SIZE);
   seg->live = 1;
-  os_register_chunk(block, 2);
+  segment_mark(seg, true);
+  segments_add(seg);
   heap_link(h, seg);
   return block;
 }
@@ -113,7 +151,8 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
     if (!seg) return NULL;
     seg->map_base = base;
     seg->mapped_size = got;
-    os_register_chunk(seg, 1);
+    segment_mark(seg, true);
+    segments_add(seg);
     fresh = true;
   }
   huge_setup(seg, offset);
@@ -139,7 +178,7 @@ void huge_free(segment_t *seg) {
    * is not counted against the shared cache's cap: no shared counter here. */
   heap_t *h = brisk_tls_heap;
   if (h != &brisk_heap_empty && seg->mapped_size <= brisk_opt.cache_cap / THREAD_CACHE_SLOTS &&
-      slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms())) {
+      (hot_put(h, seg) || slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms()))) {
     purge_note_pending();
     return;
   }
@@ -154,38 +193,36 @@ void *huge_realloc(segment_t *seg, void *p, size_t size) {
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
   size_t need = offset + size;
   if (need <= seg->mapped_size) {
-    if (need < seg->mapped_size / 2) {
-      size_t smaller = huge_round(need);
-      if (os_resize(seg, seg->mapped_size, smaller)) seg->mapped_size = smaller;
-    }
+    if (need < seg->mapped_size / 2) resize_in_place(seg, huge_round(need));
     return p;
   }
   size_t bigger = huge_round(need);
-  if (os_resize(seg, seg->mapped_size, bigger)) {
-    seg->mapped_size = bigger;
-    return p;
-  }
+  if (resize_in_place(seg, bigger)) return p;
   uint8_t *base;
   size_t got;
   segment_t *target = os_map_aligned(bigger, SEGMENT_SIZE, &base, &got);
   if (!target) return NULL;
   size_t old_size = seg->mapped_size;
+  segments_remove(seg);
   if (!os_move(seg, old_size, target, bigger)) {
+    segments_add(seg);
     os_unmap(target, got);
     return NULL;
   }
-  os_register_chunk(seg, 0);
+  os_map_span(seg, old_size, false);
   target->map_base = (uint8_t *)target;
   target->mapped_size = got;
-  os_register_chunk(target, 1);
+  segment_mark(target, true);
+  segments_add(target);
   return (uint8_t *)target + offset;
 }
 
 /* Purges the thread's warm huge blocks that sat for the purge delay; with
  * force, hands all of them to the shared cache (or the OS). */
 void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force) {
+  bool pending = hot_purge(h, now, force);
   if (!force) {
-    if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, false)) purge_note_pending();
+    if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, false) || pending) purge_note_pending();
     return;
   }
   segment_t *seg;

@@ -98,9 +98,11 @@ void process_init(void) {
 static void fork_prepare(void) {
   heap_registry_lock();
   segment_abandoned_lock();
+  segments_lock();
 }
 
 static void fork_parent(void) {
+  segments_unlock();
   segment_abandoned_unlock();
   heap_registry_unlock();
 }

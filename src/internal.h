@@ -54,6 +54,7 @@
 #define BLOCK_ALIGN 16
 
 enum segment_kind { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_LARGE = 2, SEG_HUGE = 3 };
+enum segment_state { SEG_STATE_OWNED = 0, SEG_STATE_ABANDONED = 1, SEG_STATE_CACHED = 2, SEG_STATE_HUGE = 3 };
 #define PAGED_KINDS 3
 
 /* ---- Blocks and pages --------------------------------------------------- */
@@ -103,6 +104,7 @@ typedef struct segment {
   uint8_t memory_is_zero;      /* huge: never handed out since it was mapped */
   uint8_t purged;              /* huge/cached: contents were given back */
   uint8_t live;                /* huge: handed out and not freed (checked library) */
+  uint8_t state;               /* segment_state (PUBLISHed) */
   uint32_t page_count;
   uint32_t pages_in_use;
   uint64_t free_page_mask;     /* bit i: page i is free */
@@ -112,6 +114,7 @@ typedef struct segment {
   uint64_t cached_at_ms;       /* huge/empty: when it entered a cache */
   struct heap *heap;           /* owning heap (only the owner reads it) */
   struct segment *next, *prev; /* in the heap's segment list, or abandoned list */
+  struct segment *all_next, *all_prev; /* every mapped segment (segment registry) */
   page_t pages[MAX_PAGES_PER_SEGMENT];
 } segment_t;
 
@@ -139,6 +142,10 @@ typedef struct heap {
   _Atomic(block_t *) delayed_free;    /* remote frees into full pages */
   segment_t *segments[PAGED_KINDS];   /* segments this heap owns, by kind */
   cache_slot_t huge_cache[THREAD_CACHE_SLOTS];        /* warm huge blocks */
+  /* The most recently freed huge block: only the owner puts one here, the
+   * purger may only take it, so the owner needs one exchange, no clock. */
+  _Atomic(segment_t *) huge_hot;
+  _Atomic(uint8_t) huge_hot_seen;     /* the purger saw it idle once */
   uint32_t slow_calls;
   uint64_t next_purge_ms;
   struct heap *next_heap, *prev_heap; /* registry of live heaps */
@@ -179,17 +186,23 @@ BRISK_INTERNAL unsigned class_segment_kind(unsigned cls);
 
 /* ---- Address map and OS (os.c) ------------------------------------------ */
 
-/* One byte per 4 MiB chunk of the 48-bit address space: 1 = a segment header
- * starts here, 2 = the header starts one chunk lower (over-aligned huge). */
+/* One byte per 4 MiB chunk of the 48-bit address space: 0 = not brisk's,
+ * 1 = a segment header starts here, k > 1 = this chunk belongs to the
+ * segment whose header is k - 1 chunks lower (huge blocks span many). */
 extern BRISK_INTERNAL _Atomic(uint8_t) brisk_chunk_map[];
 
 static inline segment_t *segment_of(const void *p) {
   uintptr_t a = (uintptr_t)p;
   if (unlikely(a >> 48)) return NULL;
-  uint8_t tag = atomic_load_explicit(&brisk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed);
+  size_t idx = a >> SEGMENT_SHIFT;
+  uint8_t tag = atomic_load_explicit(&brisk_chunk_map[idx], memory_order_relaxed);
   if (likely(tag == 1)) return (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
-  if (tag == 2) return (segment_t *)((a & ~(uintptr_t)SEGMENT_MASK) - SEGMENT_SIZE);
-  return NULL;
+  if (tag == 0) return NULL;
+  while (tag > 1) {
+    idx -= (size_t)tag - 1;
+    tag = atomic_load_explicit(&brisk_chunk_map[idx], memory_order_relaxed);
+  }
+  return tag == 1 ? (segment_t *)(idx << SEGMENT_SHIFT) : NULL;
 }
 
 static inline page_t *page_of(segment_t *seg, const void *p) {
@@ -202,7 +215,7 @@ BRISK_INTERNAL void os_unmap(void *base, size_t size);
 BRISK_INTERNAL void os_purge(void *p, size_t size);
 BRISK_INTERNAL bool os_resize(void *base, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool os_move(void *base, size_t old_size, void *target, size_t new_size);
-BRISK_INTERNAL void os_register_chunk(const void *header, uint8_t tag);
+BRISK_INTERNAL void os_map_span(const void *header, size_t span, bool on);
 BRISK_INTERNAL uint64_t os_now_ms(void);
 enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE };
 BRISK_INTERNAL uint64_t os_call_count(int which);
@@ -233,6 +246,13 @@ BRISK_INTERNAL page_t *segment_page_alloc(heap_t *h, unsigned kind);
 BRISK_INTERNAL void segment_page_retire(heap_t *h, page_t *pg);
 BRISK_INTERNAL void segment_release(segment_t *seg);
 BRISK_INTERNAL void segment_unmap(segment_t *seg);
+BRISK_INTERNAL void segment_mark(segment_t *seg, bool on);
+/* Every mapped segment, for stats, checks and visits (segment.c). */
+BRISK_INTERNAL void segments_add(segment_t *seg);
+BRISK_INTERNAL void segments_remove(segment_t *seg);
+BRISK_INTERNAL void segments_lock(void);
+BRISK_INTERNAL void segments_unlock(void);
+BRISK_INTERNAL segment_t *segments_first(void);
 BRISK_INTERNAL void segment_abandon(segment_t *seg);
 BRISK_INTERNAL segment_t *segment_abandoned_pop(void);
 BRISK_INTERNAL void segment_abandoned_push(segment_t *seg);
@@ -295,6 +315,12 @@ BRISK_INTERNAL void process_init(void);
 BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
 
 /* ---- Shared helpers ----------------------------------------------------- */
+
+/* Fields the owner writes and the stats, checks and visits of other threads
+ * read: the owner stores them atomically (a plain store on x86) and reads
+ * them plainly; readers without a happens-before use PEEK. */
+#define PUBLISH(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+#define PEEK(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }

@@ -22,9 +22,17 @@ static _Atomic(size_t) mapped_bytes;
 static _Atomic(size_t) max_bytes;
 static _Atomic(uint64_t) os_calls[3]; /* mmap, munmap, madvise */
 
-void os_register_chunk(const void *header, uint8_t tag) {
-  atomic_store_explicit(&brisk_chunk_map[(uintptr_t)header >> SEGMENT_SHIFT], tag,
-                        memory_order_release);
+/* Marks (or clears) the chunks from a segment header to header + span: the
+ * header's chunk gets 1, each later chunk the distance back to it plus one,
+ * capped at 255 (then the lookup hops back 254 chunks and looks again). */
+void os_map_span(const void *header, size_t span, bool on) {
+  size_t first = (uintptr_t)header >> SEGMENT_SHIFT;
+  size_t last = ((uintptr_t)header + (span ? span : 1) - 1) >> SEGMENT_SHIFT;
+  for (size_t i = first; i <= last; i++) {
+    size_t tag = i - first + 1;
+    atomic_store_explicit(&brisk_chunk_map[i], on ? (uint8_t)(tag > 255 ? 255 : tag) : 0,
+                          memory_order_release);
+  }
 }
 
 static void unmap_raw(void *base, size_t size) {

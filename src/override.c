@@ -62,38 +62,34 @@ static inline void *alloc_for_new(size_t size, size_t align) {
 }
 
 /* The standard's loop: call the new_handler until memory comes or there is
- * none, then throw std::bad_alloc. The nothrow forms return NULL at once: a
- * handler that throws cannot be caught here. */
-static BRISK_NOINLINE void *new_failed(size_t size, size_t align, bool nothrow) {
-  if (!nothrow) {
-    for (;;) {
-      new_handler_fn handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
-      if (!handler) break;
-      handler();
-      void *p = alloc_for_new(size, align);
-      if (p) return p;
-    }
-    if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
-    brisk_fatal("operator new(%zu) failed: out of memory and no C++ runtime to throw std::bad_alloc", size);
+ * none, then throw std::bad_alloc. */
+static BRISK_NOINLINE void *new_failed(size_t size, size_t align) {
+  for (;;) {
+    new_handler_fn handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!handler) break;
+    handler();
+    void *p = alloc_for_new(size, align);
+    if (p) return p;
   }
-  return NULL;
+  if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+  brisk_fatal("operator new(%zu) failed: out of memory and no C++ runtime to throw std::bad_alloc", size);
 }
 
-static inline void *new_impl(size_t size, size_t align, bool nothrow) {
+static inline void *new_impl(size_t size, size_t align) {
   void *p = alloc_for_new(size, align);
   if (likely(p != NULL)) return p;
-  return new_failed(size, align, nothrow);
+  return new_failed(size, align);
 }
 
-/* operator new(size_t) and friends, by mangled name. */
-EXPORT void *_Znwm(size_t n) { return new_impl(n, 0, false); }
-EXPORT void *_Znam(size_t n) { return new_impl(n, 0, false); }
-EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *t) { (void)t; return new_impl(n, 0, true); }
-EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *t) { (void)t; return new_impl(n, 0, true); }
-EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_impl(n, a, false); }
-EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_impl(n, a, false); }
-EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return new_impl(n, a, true); }
-EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *t) { (void)t; return new_impl(n, a, true); }
+/* operator new(size_t) and friends, by mangled name. The nothrow forms are
+ * deliberately not replaced: the C++ runtime's own (libstdc++ since GCC 9,
+ * libc++) call the throwing form above inside a try block, which gives the
+ * standard's behaviour (handler loop, then nullptr) and still allocates
+ * from brisk; C cannot catch the exception a new_handler may throw. */
+EXPORT void *_Znwm(size_t n) { return new_impl(n, 0); }
+EXPORT void *_Znam(size_t n) { return new_impl(n, 0); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_impl(n, a); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_impl(n, a); }
 
 EXPORT void _ZdlPv(void *p) { free_fast(p); }
 EXPORT void _ZdaPv(void *p) { free_fast(p); }

@@ -15,15 +15,15 @@
 void page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   size_t area;
   pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
-  pg->block_size = class_size(cls);
+  PUBLISH(pg->block_size, class_size(cls));
   pg->reserved = (uint32_t)(area / pg->block_size);
-  pg->capacity = 0;
-  pg->used = 0;
+  PUBLISH(pg->capacity, 0);
+  PUBLISH(pg->used, 0);
   pg->free = NULL;
   pg->local_free = NULL;
   pg->flags = 0;
-  pg->size_class = (uint8_t)cls;
-  pg->in_use = 1;
+  PUBLISH(pg->size_class, (uint8_t)cls);
+  PUBLISH(pg->in_use, 1);
   pg->next = pg->prev = NULL;
   atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
   atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
@@ -41,7 +41,7 @@ void page_extend(page_t *pg) {
   for (uint8_t *b = first; b < last; b += bsize) ((block_t *)b)->next = (block_t *)(b + bsize);
   ((block_t *)last)->next = pg->free;
   pg->free = (block_t *)first;
-  pg->capacity += (uint32_t)count;
+  PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);
 }
 
 /* Takes the remote frees, keeping the delayed state bits as they are. */
@@ -63,7 +63,7 @@ void page_collect(page_t *pg) {
     while (tail->next) { tail = tail->next; n++; }
     tail->next = pg->local_free;
     pg->local_free = remote;
-    pg->used -= n;
+    PUBLISH(pg->used, pg->used - n);
   }
   if (!pg->free) {
     pg->free = pg->local_free;

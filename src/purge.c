@@ -13,10 +13,7 @@
 static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
 
-static void purge_heap_cache(heap_t *h, void *now) {
-  if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, *(uint64_t *)now, false, false))
-    atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
-}
+static void purge_heap_cache(heap_t *h, void *now) { huge_flush_thread_cache(h, *(uint64_t *)now, false); }
 
 static void purge_shared(uint64_t now) {
   atomic_store_explicit(&purge_pending, 0, memory_order_relaxed);

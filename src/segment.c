@@ -37,18 +37,45 @@ static void seg_list_push_back(heap_t *h, segment_t *seg) {
   seg->next = NULL;
 }
 
+/* ---- The registry of mapped segments ------------------------------------ */
+
+static pthread_mutex_t segments_mutex = PTHREAD_MUTEX_INITIALIZER;
+static segment_t *all_segments;
+
+void segments_lock(void) { pthread_mutex_lock(&segments_mutex); }
+void segments_unlock(void) { pthread_mutex_unlock(&segments_mutex); }
+segment_t *segments_first(void) { return all_segments; }
+void segments_reset_after_fork(void) { pthread_mutex_init(&segments_mutex, NULL); }
+
+void segments_add(segment_t *seg) {
+  segments_lock();
+  seg->all_prev = NULL;
+  seg->all_next = all_segments;
+  if (all_segments) all_segments->all_prev = seg;
+  all_segments = seg;
+  segments_unlock();
+}
+
+void segments_remove(segment_t *seg) {
+  segments_lock();
+  if (seg->all_prev) seg->all_prev->all_next = seg->all_next; else all_segments = seg->all_next;
+  if (seg->all_next) seg->all_next->all_prev = seg->all_prev;
+  segments_unlock();
+}
+
 static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
-  seg->kind = (uint8_t)kind;
   seg->page_shift = kind_page_shift[kind];
   seg->page_count = (uint32_t)(SEGMENT_SIZE >> seg->page_shift);
   seg->pages_in_use = 0;
   seg->free_page_mask = seg->page_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << seg->page_count) - 1);
   for (uint32_t i = 0; i < seg->page_count; i++) {
-    seg->pages[i].in_use = 0;
+    PUBLISH(seg->pages[i].in_use, 0);
     seg->pages[i].needs_purge = 0;
   }
   seg->heap = h;
   seg->next = seg->prev = NULL;
+  PUBLISH(seg->kind, (uint8_t)kind);
+  PUBLISH(seg->state, SEG_STATE_OWNED);
   atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
 }
 
@@ -68,7 +95,8 @@ static segment_t *segment_new(heap_t *h, unsigned kind) {
     if (!seg) return NULL;
     seg->map_base = base;
     seg->mapped_size = mapped;
-    os_register_chunk(seg, 1);
+    segment_mark(seg, true);
+    segments_add(seg);
   }
   seg->block_offset = 0;
   seg->purged = 0;
@@ -100,7 +128,7 @@ page_t *segment_page_alloc(heap_t *h, unsigned kind) {
 void segment_page_retire(heap_t *h, page_t *pg) {
   segment_t *seg = segment_of(pg);
   size_t idx = (size_t)(pg - seg->pages);
-  pg->in_use = 0;
+  PUBLISH(pg->in_use, 0);
   pg->needs_purge = 1;
   pg->retired_at_ms = os_now_ms();
   pg->free = pg->local_free = NULL;
@@ -179,6 +207,7 @@ segment_t *segment_abandoned_pop(void) {
 
 void segment_abandon(segment_t *seg) {
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_release);
+  PUBLISH(seg->state, SEG_STATE_ABANDONED);
   segment_leave_heap(seg);
   segment_abandoned_push(seg);
 }
@@ -198,7 +227,7 @@ uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter) {
     pg->flags &= (uint8_t)~PAGE_IN_FULL; /* PAGE_HAS_ALIGNED must stay */
     pg->next = pg->prev = NULL;
     if (pg->used == 0) {
-      pg->in_use = 0;
+      PUBLISH(pg->in_use, 0);
       pg->needs_purge = 1;
       pg->retired_at_ms = os_now_ms();
       seg->free_page_mask |= (uint64_t)1 << i;
@@ -241,7 +270,10 @@ size_t segment_drain_abandoned(void) {
 
 void segment_abandoned_lock(void) { pthread_mutex_lock(&abandoned_lock); }
 void segment_abandoned_unlock(void) { pthread_mutex_unlock(&abandoned_lock); }
-void segment_abandoned_reset_after_fork(void) { pthread_mutex_init(&abandoned_lock, NULL); }
+void segment_abandoned_reset_after_fork(void) {
+  pthread_mutex_init(&abandoned_lock, NULL);
+  segments_reset_after_fork();
+}
 
 /* ---- The cache of free segments ----------------------------------------- *
  * A fixed array of slots. A slot's segment pointer is claimed by CAS; its
@@ -281,6 +313,7 @@ bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since) {
     if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &expected, SLOT_BUSY, memory_order_acquire,
                                                  memory_order_relaxed))
       continue;
+    PUBLISH(seg->state, SEG_STATE_CACHED);
     atomic_store_explicit(&slots[i].size_kind, slot_tag(seg), memory_order_relaxed);
     atomic_store_explicit(&slots[i].since_ms, since, memory_order_relaxed);
     atomic_store_explicit(&slots[i].seg, seg, memory_order_release);
@@ -340,9 +373,14 @@ static void purge_cached(segment_t *seg) {
   seg->purged = 1;
 }
 
+/* Marks in the chunk map the part of the mapping from the header on. */
+void segment_mark(segment_t *seg, bool on) {
+  os_map_span(seg, (size_t)(seg->map_base + seg->mapped_size - (uint8_t *)seg), on);
+}
+
 void segment_unmap(segment_t *seg) {
-  if (seg->kind == SEG_HUGE) os_register_chunk((uint8_t *)seg + seg->block_offset, 0);
-  os_register_chunk(seg, 0);
+  segments_remove(seg);
+  segment_mark(seg, false);
   os_unmap(seg->map_base, seg->mapped_size);
 }
 
