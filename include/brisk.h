@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -128,6 +129,104 @@ BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
 BRISK_MALLOC_ATTR void *brisk_pool_alloc(brisk_pool_t *pool);
 BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *object);
 BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_pool_stats_t *out);
+
+/* ---- Statistics ------------------------------------------------------------
+ * brisk_stats_get fills a snapshot. Set `version` to BRISK_STATS_VERSION
+ * first; a library that does not know that version returns EINVAL. Reading
+ * costs the fast path nothing: counts come from the pages themselves and
+ * per-thread counters, merged on read. Figures that other threads are
+ * changing at that moment are approximate; blocks freed by another thread
+ * count as live until their owner collects them. */
+#define BRISK_STATS_VERSION 1
+#define BRISK_STATS_MAX_CLASSES 64
+
+enum brisk_tier { BRISK_TIER_SMALL, BRISK_TIER_MEDIUM, BRISK_TIER_LARGE, BRISK_TIER_HUGE, BRISK_TIER_COUNT };
+
+typedef struct brisk_tier_stats {
+  uint64_t live_blocks;
+  size_t in_use;        /* bytes in live blocks (whole blocks, not requests) */
+  size_t committed;     /* bytes of pages holding blocks or not yet purged */
+  size_t reserved;      /* address space of the tier's segments */
+} brisk_tier_stats_t;
+
+typedef struct brisk_stats {
+  uint32_t version;     /* in: BRISK_STATS_VERSION */
+  uint32_t class_count; /* entries used in class_size / class_live_blocks */
+  uint64_t requested;   /* bytes asked of malloc & co. so far (cumulative) */
+  size_t in_use, committed, reserved; /* sums over the tiers */
+  size_t cached;        /* free segments and huge blocks kept warm (in reserved) */
+  size_t peak_reserved; /* highest `reserved` so far */
+  size_t mapped;        /* bytes brisk has mapped from the OS now */
+  brisk_tier_stats_t tiers[BRISK_TIER_COUNT];
+  size_t class_size[BRISK_STATS_MAX_CLASSES];
+  uint64_t class_live_blocks[BRISK_STATS_MAX_CLASSES];
+  uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
+  uint64_t cache_hits, cache_misses; /* segment and huge-block recycling */
+  uint32_t thread_heaps;     /* live per-thread heaps */
+  uint32_t explicit_heaps;   /* live brisk_heap_new heaps */
+  uint32_t abandoned_segments; /* segments of exited threads still holding blocks */
+  size_t abandoned_bytes;    /* bytes of the pages in them that still hold blocks */
+  uint64_t threads_exited;
+} brisk_stats_t;
+
+BRISK_API int brisk_stats_get(brisk_stats_t *stats);
+/* A readable table on `out` (stderr when NULL). */
+BRISK_API void brisk_stats_print(FILE *out);
+/* The same as JSON; returns the length it needs (like snprintf). */
+BRISK_API size_t brisk_stats_json(char *buf, size_t len);
+
+/* ---- Options -----------------------------------------------------------------
+ * Each is read once at start from its environment variable (BRISK_<NAME>)
+ * and can be read and changed at run time. Sizes accept K, M, G, T suffixes. */
+typedef enum brisk_option {
+  BRISK_OPTION_SHOW_STATS,     /* print stats at exit */
+  BRISK_OPTION_VERBOSE,        /* warnings about odd input (foreign pointers, ...) */
+  BRISK_OPTION_PURGE_DELAY_MS, /* idle time before memory goes back to the OS */
+  BRISK_OPTION_MAX_BYTES,      /* cap on mapped memory (0 = none) */
+  BRISK_OPTION_CACHE_CAP,      /* bytes kept in the shared caches of free memory */
+  BRISK_OPTION_HUGEPAGES,      /* ask for transparent huge pages on segments */
+  BRISK_OPTION_RESERVE,        /* bytes of segments mapped at start */
+  BRISK_OPTION_REALTIME,       /* no background or deferred OS work */
+  BRISK_OPTION_LEAK_REPORT,    /* report live blocks at exit */
+  BRISK_OPTION_COUNT
+} brisk_option_t;
+
+/* 0, or EINVAL for an unknown option or a value out of range. */
+BRISK_API int brisk_option_set(brisk_option_t option, long long value);
+BRISK_API long long brisk_option_get(brisk_option_t option);
+/* The name of the option's environment variable ("BRISK_VERBOSE"). */
+BRISK_API const char *brisk_option_name(brisk_option_t option);
+
+/* Realtime mode: from this call on, brisk makes no system call of its own
+ * accord (no purge, no thread-exit reclaim to the OS, no cache trimming,
+ * no mremap): after a warm-up or BRISK_RESERVE, allocation makes none at
+ * all. brisk_collect() still releases everything on demand. */
+BRISK_API void brisk_set_realtime(int on);
+
+/* ---- Heap checks and visits ------------------------------------------------- */
+
+enum brisk_check_error {
+  BRISK_CHECK_OK = 0,
+  BRISK_CHECK_CHUNK_MAP = 1,  /* a segment is not where the chunk map says */
+  BRISK_CHECK_SEGMENT = 2,    /* segment header fields disagree */
+  BRISK_CHECK_PAGE = 3,       /* page counts disagree */
+  BRISK_CHECK_FREE_LIST = 4,  /* a free list points outside its page, or loops */
+  BRISK_CHECK_CACHE = 5,      /* a cached segment is inconsistent */
+};
+
+/* Walks brisk's metadata (the calling thread's heap and free lists, all
+ * segments' headers, the caches, abandoned segments) and returns
+ * BRISK_CHECK_OK or the first error found; brisk_check_message() then says
+ * what is inconsistent and where. */
+BRISK_API int brisk_check_heap(void);
+BRISK_API const char *brisk_check_message(void);
+
+/* Calls visit(block, usable_size, arg) for each live block of the calling
+ * thread's heap, its explicit heaps, exited threads' abandoned segments and
+ * every huge block; stops early when visit returns nonzero. Blocks of other
+ * live threads' heaps are not visited (their lists change under us). */
+typedef int (*brisk_block_visitor)(void *block, size_t size, void *arg);
+BRISK_API void brisk_visit_blocks(brisk_block_visitor visit, void *arg);
 
 #ifdef __cplusplus
 }

@@ -114,6 +114,7 @@ void *aligned_in(heap_t *h, size_t align, size_t size) {
     if (b && ((uintptr_t)b & (align - 1)) == 0) {
       pg->free = b->next;
       PUBLISH(pg->used, pg->used + 1);
+      stat_add(&h->stat_requested, size);
       block_handed_out(b);
       return b;
     }

@@ -18,6 +18,7 @@ static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, s
     if (likely(b != NULL)) {
       pg->free = b->next;
       PUBLISH(pg->used, pg->used + 1);
+      stat_add(&h->stat_requested, size);
       block_handed_out(b);
       return b;
     }

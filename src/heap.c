@@ -185,6 +185,7 @@ pop:;
   block_t *b = pg->free;
   pg->free = b->next;
   PUBLISH(pg->used, pg->used + 1);
+  stat_add(&h->stat_requested, size);
   block_handed_out(b);
   return b;
 }
@@ -227,6 +228,7 @@ static void heap_reset_fields(heap_t *h) {
   memset(h->queues, 0, sizeof h->queues);
   memset(&h->full, 0, sizeof h->full);
   memset(h->segments, 0, sizeof h->segments);
+  h->stat_requested = h->stat_cache_hits = h->stat_cache_misses = 0;
   atomic_store_explicit(&h->delayed_free, NULL, memory_order_relaxed);
   atomic_store_explicit(&h->mapped_bytes, 0, memory_order_relaxed);
   h->huge_list = NULL;
@@ -253,9 +255,22 @@ heap_t *heap_create(bool is_explicit) {
   return h;
 }
 
+/* Counters of heaps gone: requested, cache hits, cache misses, exits. */
+static uint64_t retired_stats[4];
+
+void heap_stats_retired(uint64_t out[4]) {
+  pthread_mutex_lock(&registry_lock);
+  memcpy(out, retired_stats, sizeof retired_stats);
+  pthread_mutex_unlock(&registry_lock);
+}
+
 /* Out of the registry; the struct is kept for the next heap. */
 void heap_retire_struct(heap_t *h) {
   pthread_mutex_lock(&registry_lock);
+  retired_stats[0] += h->stat_requested;
+  retired_stats[1] += h->stat_cache_hits;
+  retired_stats[2] += h->stat_cache_misses;
+  retired_stats[3] += !h->is_explicit;
   if (h->prev_heap) h->prev_heap->next_heap = h->next_heap; else registry = h->next_heap;
   if (h->next_heap) h->next_heap->prev_heap = h->prev_heap;
   h->prev_heap = NULL;

@@ -22,7 +22,7 @@ static void huge_setup(segment_t *seg, size_t offset) {
   PUBLISH(seg->state, SEG_STATE_HUGE);
   seg->page_shift = 63; /* every offset maps to pages[0] */
   seg->page_count = 1;
-  seg->block_offset = offset;
+  PUBLISH(seg->block_offset, offset);
   seg->heap = NULL;
   seg->next = seg->prev = NULL;
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
@@ -31,7 +31,7 @@ static void huge_setup(segment_t *seg, size_t offset) {
 static bool resize_in_place(segment_t *seg, size_t size) {
   if (!os_resize(seg, seg->mapped_size, size)) return false;
   segment_mark(seg, false);
-  seg->mapped_size = size;
+  PUBLISH(seg->mapped_size, size);
   segment_mark(seg, true);
   return true;
 }
@@ -126,8 +126,8 @@ static void *huge_alloc_overaligned(heap_t *h, size_t size, size_t align) {
   uint8_t *block = base + align;
   segment_t *seg = (segment_t *)(block - SEGMENT_SIZE);
   seg->map_base = base;
-  seg->mapped_size = mapped;
-  seg->purged = 0;
+  PUBLISH(seg->mapped_size, mapped);
+  PUBLISH(seg->purged, 0);
   huge_setup(seg, SEGMENT_SIZE);
   seg->live = 1;
   segment_mark(seg, true);
@@ -143,6 +143,8 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   size_t offset = align_up(HUGE_BLOCK_OFFSET, align > 64 ? align : 64);
   size_t mapped = huge_round(offset + size);
   segment_t *seg = take_cached(h, mapped);
+  stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
+  stat_add(&h->stat_requested, size);
   bool fresh = false;
   if (!seg) {
     uint8_t *base;
@@ -150,7 +152,7 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
     seg = os_map_aligned(mapped, SEGMENT_SIZE, &base, &got);
     if (!seg) return NULL;
     seg->map_base = base;
-    seg->mapped_size = got;
+    PUBLISH(seg->mapped_size, got);
     segment_mark(seg, true);
     segments_add(seg);
     fresh = true;
@@ -163,7 +165,7 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
     uint8_t *dirty_end = seg->purged ? (uint8_t *)seg + align_up(HUGE_BLOCK_OFFSET, OS_PAGE_SIZE) : p + size;
     if (dirty_end > p) memset(p, 0, (size_t)(dirty_end - p) < size ? (size_t)(dirty_end - p) : size);
   }
-  seg->purged = 0;
+  PUBLISH(seg->purged, 0);
   seg->live = 1;
   return p;
 }
@@ -211,7 +213,7 @@ void *huge_realloc(segment_t *seg, void *p, size_t size) {
   }
   os_map_span(seg, old_size, false);
   target->map_base = (uint8_t *)target;
-  target->mapped_size = got;
+  PUBLISH(target->mapped_size, got);
   segment_mark(target, true);
   segments_add(target);
   return (uint8_t *)target + offset;

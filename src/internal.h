@@ -137,6 +137,8 @@ typedef struct cache_slot {
 typedef struct heap {
   page_t *direct[DIRECT_SLOTS];       /* size/16 -> page to allocate from */
   uint64_t uid;                       /* unique per heap lifetime, never reused */
+  uint64_t stat_requested;            /* counters PUBLISHed by the owner, summed by stats */
+  uint64_t stat_cache_hits, stat_cache_misses;
   page_queue_t queues[CLASS_COUNT];   /* pages with (possibly) free blocks */
   page_queue_t full;                  /* pages with no free block */
   _Atomic(block_t *) delayed_free;    /* remote frees into full pages */
@@ -160,11 +162,12 @@ typedef struct heap {
 
 /* ---- Process state ------------------------------------------------------ */
 
+/* Options (options.c). Atomic: any thread may change them at run time. */
 typedef struct brisk_options {
-  uint64_t purge_delay_ms;
-  size_t cache_cap;         /* bytes kept in the huge/segment caches */
-  size_t max_bytes;         /* 0 = unlimited */
-  bool verbose;
+  _Atomic(uint64_t) purge_delay_ms;
+  _Atomic(size_t) cache_cap;  /* bytes kept in the huge/segment caches */
+  _Atomic(size_t) reserve;
+  _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report;
 } brisk_options_t;
 
 extern BRISK_INTERNAL brisk_options_t brisk_opt;
@@ -217,8 +220,9 @@ BRISK_INTERNAL bool os_resize(void *base, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool os_move(void *base, size_t old_size, void *target, size_t new_size);
 BRISK_INTERNAL void os_map_span(const void *header, size_t span, bool on);
 BRISK_INTERNAL uint64_t os_now_ms(void);
-enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE };
+enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE, OS_MREMAP };
 BRISK_INTERNAL uint64_t os_call_count(int which);
+BRISK_INTERNAL size_t os_peak_mapped(void);
 BRISK_INTERNAL void brisk_warning(const char *fmt, ...);
 BRISK_INTERNAL _Noreturn void brisk_fatal(const char *fmt, ...);
 
@@ -295,6 +299,7 @@ BRISK_INTERNAL void heap_registry_reset_after_fork(void);
 BRISK_INTERNAL void heap_process_init(void);
 BRISK_INTERNAL void heap_collect_own(bool force);
 BRISK_INTERNAL bool heap_registry_held(void);
+BRISK_INTERNAL void heap_stats_retired(uint64_t out[4]);
 BRISK_INTERNAL void heap_foreach(void (*fn)(heap_t *, void *), void *arg);
 
 /* ---- Huge blocks (huge.c) ----------------------------------------------- */
@@ -312,6 +317,11 @@ BRISK_INTERNAL void purge_maybe(heap_t *h);
 BRISK_INTERNAL void purge_release_all(void);
 BRISK_INTERNAL void purge_reset_after_fork(void);
 BRISK_INTERNAL void process_init(void);
+BRISK_INTERNAL void options_read_environment(void);
+BRISK_INTERNAL void segment_reserve(size_t bytes);
+BRISK_INTERNAL void report_at_exit(void);
+BRISK_INTERNAL void report_prepare(void);
+BRISK_INTERNAL void leak_report(int fd);
 BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
 
 /* ---- Shared helpers ----------------------------------------------------- */
@@ -323,6 +333,8 @@ BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
 #define PEEK(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH(*counter, *counter + n); }
 static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
 
 /* Foreign pointers: made before brisk was loaded (by the dynamic loader's

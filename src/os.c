@@ -20,7 +20,8 @@ BRISK_INTERNAL _Atomic(uint8_t) brisk_chunk_map[CHUNK_MAP_ENTRIES];
 
 static _Atomic(size_t) mapped_bytes;
 static _Atomic(size_t) max_bytes;
-static _Atomic(uint64_t) os_calls[3]; /* mmap, munmap, madvise */
+static _Atomic(uint64_t) os_calls[4]; /* enum os_call */
+static _Atomic(size_t) peak_mapped;
 
 /* Marks (or clears) the chunks from a segment header to header + span: the
  * header's chunk gets 1, each later chunk the distance back to it plus one,
@@ -47,6 +48,11 @@ static bool reserve_bytes(size_t size) {
     atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
     return false;
   }
+  size_t peak = atomic_load_explicit(&peak_mapped, memory_order_relaxed);
+  while (cur + size > peak &&
+         !atomic_compare_exchange_weak_explicit(&peak_mapped, &peak, cur + size, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
   return true;
 }
 
@@ -61,6 +67,8 @@ static void *map_once(size_t size, size_t align, uint8_t **base, size_t *mapped)
   /* Trim the slack so that only `size` bytes stay mapped. */
   if (p > m) unmap_raw(m, (size_t)(p - m));
   if (m + span > p + size) unmap_raw(p + size, (size_t)(m + span - (p + size)));
+  /* Segments are 4 MiB-aligned: two whole huge pages each. */
+  if (brisk_opt.hugepages) madvise(p, size, MADV_HUGEPAGE);
   *base = p;
   *mapped = size;
   return p;
@@ -86,6 +94,7 @@ void os_unmap(void *base, size_t size) {
 }
 
 void os_purge(void *p, size_t size) {
+  if (brisk_opt.realtime) return;
   uintptr_t start = align_up((uintptr_t)p, OS_PAGE_SIZE);
   uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
   if (end <= start) return;
@@ -95,7 +104,9 @@ void os_purge(void *p, size_t size) {
 
 /* Grows or shrinks a mapping in place. */
 bool os_resize(void *base, size_t old_size, size_t new_size) {
+  if (brisk_opt.realtime) return false;
   if (new_size > old_size && !reserve_bytes(new_size - old_size)) return false;
+  atomic_fetch_add_explicit(&os_calls[OS_MREMAP], 1, memory_order_relaxed);
   if (mremap(base, old_size, new_size, 0) == MAP_FAILED) {
     if (new_size > old_size) atomic_fetch_sub_explicit(&mapped_bytes, new_size - old_size, memory_order_relaxed);
     return false;
@@ -107,6 +118,7 @@ bool os_resize(void *base, size_t old_size, size_t new_size) {
 /* Moves a mapping's pages onto target, a mapping of new_size from
  * os_map_aligned that the move replaces: no byte is copied. */
 bool os_move(void *base, size_t old_size, void *target, size_t new_size) {
+  atomic_fetch_add_explicit(&os_calls[OS_MREMAP], 1, memory_order_relaxed);
   if (mremap(base, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) return false;
   atomic_fetch_sub_explicit(&mapped_bytes, old_size, memory_order_relaxed);
   return true;
@@ -119,6 +131,7 @@ uint64_t os_now_ms(void) {
 }
 
 uint64_t os_call_count(int which) { return atomic_load_explicit(&os_calls[which], memory_order_relaxed); }
+size_t os_peak_mapped(void) { return atomic_load_explicit(&peak_mapped, memory_order_relaxed); }
 
 static void vmessage(const char *prefix, const char *fmt, va_list ap) {
   char buf[512];

@@ -31,7 +31,7 @@ static void *purger_main(void *arg) {
     if (nap < 10) nap = 10;
     struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-    purge_shared(os_now_ms());
+    if (!brisk_opt.realtime) purge_shared(os_now_ms());
   }
   return NULL;
 }
@@ -60,7 +60,7 @@ void purge_note_pending(void) {
   if (likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != 0)) return;
   /* pthread_create allocates: not while brisk holds a lock, nor before the
    * process is set up. */
-  if (brisk_opt.purge_delay_ms == 0 || brisk_tls_heap == &brisk_heap_empty || heap_registry_held() ||
+  if (brisk_opt.realtime || brisk_tls_heap == &brisk_heap_empty || heap_registry_held() ||
       !atomic_load_explicit(&brisk_process_ready, memory_order_acquire))
     return;
   purger_start();
@@ -68,6 +68,7 @@ void purge_note_pending(void) {
 
 /* From a heap's slow path, every so often. */
 void purge_maybe(heap_t *h) {
+  if (brisk_opt.realtime) return;
   uint64_t now = os_now_ms();
   if (now < h->next_purge_ms) return;
   h->next_purge_ms = now + brisk_opt.purge_delay_ms / 2;

@@ -70,7 +70,7 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
   seg->free_page_mask = seg->page_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << seg->page_count) - 1);
   for (uint32_t i = 0; i < seg->page_count; i++) {
     PUBLISH(seg->pages[i].in_use, 0);
-    seg->pages[i].needs_purge = 0;
+    PUBLISH(seg->pages[i].needs_purge, 0);
   }
   seg->heap = h;
   seg->next = seg->prev = NULL;
@@ -88,18 +88,19 @@ static void heap_pages_delta(segment_t *seg, long pages) {
 
 static segment_t *segment_new(heap_t *h, unsigned kind) {
   segment_t *seg = cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
+  stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   if (!seg) {
     uint8_t *base;
     size_t mapped;
     seg = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, &base, &mapped);
     if (!seg) return NULL;
     seg->map_base = base;
-    seg->mapped_size = mapped;
+    PUBLISH(seg->mapped_size, mapped);
     segment_mark(seg, true);
     segments_add(seg);
   }
   seg->block_offset = 0;
-  seg->purged = 0;
+  PUBLISH(seg->purged, 0);
   segment_setup(seg, h, kind);
   seg_list_push_front(h, seg);
   return seg;
@@ -119,7 +120,7 @@ page_t *segment_page_alloc(heap_t *h, unsigned kind) {
     seg_list_push_back(h, seg);
   }
   page_t *pg = &seg->pages[idx];
-  pg->needs_purge = 0;
+  PUBLISH(pg->needs_purge, 0);
   return pg;
 }
 
@@ -129,7 +130,7 @@ void segment_page_retire(heap_t *h, page_t *pg) {
   segment_t *seg = segment_of(pg);
   size_t idx = (size_t)(pg - seg->pages);
   PUBLISH(pg->in_use, 0);
-  pg->needs_purge = 1;
+  PUBLISH(pg->needs_purge, 1);
   pg->retired_at_ms = os_now_ms();
   pg->free = pg->local_free = NULL;
   seg->free_page_mask |= (uint64_t)1 << idx;
@@ -169,11 +170,36 @@ void segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
       uint8_t *start = page_area(seg, i, &len);
       if (!run) run = start;
       run_len = (size_t)(start + len - run);
-      pg->needs_purge = 0;
+      PUBLISH(pg->needs_purge, 0);
       continue;
     }
     if (run) os_purge(run, run_len);
     run = NULL;
+  }
+}
+
+/* Maps `bytes` of segments into the cache now (BRISK_RESERVE), touching
+ * them in realtime mode so that first use takes no page fault either. */
+void segment_reserve(size_t bytes) {
+  size_t n = (bytes + SEGMENT_SIZE - 1) / SEGMENT_SIZE;
+  size_t want = cache_bytes() + n * SEGMENT_SIZE;
+  if (brisk_opt.cache_cap < want) brisk_opt.cache_cap = want;
+  while (n-- > 0) {
+    uint8_t *base;
+    size_t mapped;
+    segment_t *seg = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, &base, &mapped);
+    if (!seg) return;
+    seg->map_base = base;
+    PUBLISH(seg->mapped_size, mapped);
+    PUBLISH(seg->kind, SEG_SMALL);
+    segment_mark(seg, true);
+    segments_add(seg);
+    if (brisk_opt.realtime)
+      for (size_t off = 0; off < SEGMENT_SIZE; off += OS_PAGE_SIZE) ((volatile uint8_t *)seg)[off] = 0;
+    if (!cache_put(seg)) {
+      segment_unmap(seg);
+      return;
+    }
   }
 }
 
@@ -228,7 +254,7 @@ uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter) {
     pg->next = pg->prev = NULL;
     if (pg->used == 0) {
       PUBLISH(pg->in_use, 0);
-      pg->needs_purge = 1;
+      PUBLISH(pg->needs_purge, 1);
       pg->retired_at_ms = os_now_ms();
       seg->free_page_mask |= (uint64_t)1 << i;
       seg->pages_in_use--;
@@ -295,7 +321,8 @@ size_t cache_bytes(void) { return atomic_load_explicit(&cached_bytes, memory_ord
 
 bool cache_reserve(size_t bytes) {
   size_t cur = atomic_fetch_add_explicit(&cached_bytes, bytes, memory_order_relaxed);
-  if (cur + bytes <= brisk_opt.cache_cap) return true;
+  /* Realtime mode trims no cache: freeing must not unmap. */
+  if (cur + bytes <= brisk_opt.cache_cap || brisk_opt.realtime) return true;
   atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed);
   return false;
 }
@@ -370,7 +397,7 @@ static void purge_cached(segment_t *seg) {
   uint8_t *header_end = (uint8_t *)seg + align_up(seg->kind == SEG_HUGE ? HUGE_BLOCK_OFFSET : sizeof(segment_t), OS_PAGE_SIZE);
   if (seg->map_base < (uint8_t *)seg) os_purge(seg->map_base, (size_t)((uint8_t *)seg - seg->map_base));
   os_purge(header_end, (size_t)(seg->map_base + seg->mapped_size - header_end));
-  seg->purged = 1;
+  PUBLISH(seg->purged, 1);
 }
 
 /* Marks in the chunk map the part of the mapping from the header on. */

@@ -1,0 +1,225 @@
+/* Statistics: a snapshot assembled on request from what the allocator keeps
+ * anyway (page counts, segment states, per-heap counters, OS call counts),
+ * so the fast path pays nothing for it. */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static unsigned tier_of_kind(unsigned kind) {
+  return kind == SEG_SMALL ? BRISK_TIER_SMALL : kind == SEG_MEDIUM ? BRISK_TIER_MEDIUM
+       : kind == SEG_LARGE ? BRISK_TIER_LARGE : BRISK_TIER_HUGE;
+}
+
+static void add_heap(heap_t *h, void *arg) {
+  brisk_stats_t *st = arg;
+  st->requested += PEEK(h->stat_requested);
+  st->cache_hits += PEEK(h->stat_cache_hits);
+  st->cache_misses += PEEK(h->stat_cache_misses);
+  if (h->is_explicit) st->explicit_heaps++;
+  else st->thread_heaps++;
+}
+
+static void add_paged_segment(brisk_stats_t *st, segment_t *seg, unsigned kind, unsigned state) {
+  brisk_tier_stats_t *t = &st->tiers[tier_of_kind(kind)];
+  t->reserved += SEGMENT_SIZE;
+  uint32_t pages = (uint32_t)(SEGMENT_SIZE >> (kind == SEG_SMALL ? SMALL_PAGE_SHIFT : kind == SEG_MEDIUM ? MEDIUM_PAGE_SHIFT : LARGE_PAGE_SHIFT));
+  for (uint32_t i = 0; i < pages; i++) {
+    page_t *pg = &seg->pages[i];
+    size_t area;
+    page_area(seg, i, &area);
+    if (!PEEK(pg->in_use)) {
+      if (PEEK(pg->needs_purge)) t->committed += area;
+      continue;
+    }
+    unsigned cls = PEEK(pg->size_class);
+    uint64_t used = PEEK(pg->used);
+    t->committed += area;
+    t->live_blocks += used;
+    t->in_use += used * PEEK(pg->block_size);
+    if (cls < BRISK_STATS_MAX_CLASSES) st->class_live_blocks[cls] += used;
+    if (state == SEG_STATE_ABANDONED && used) st->abandoned_bytes += area;
+  }
+  if (state == SEG_STATE_ABANDONED) st->abandoned_segments++;
+}
+
+int brisk_stats_get(brisk_stats_t *st) {
+  if (!st || st->version != BRISK_STATS_VERSION) return EINVAL;
+  memset(st, 0, sizeof *st);
+  st->version = BRISK_STATS_VERSION;
+  st->class_count = CLASS_COUNT;
+  for (unsigned c = 1; c < CLASS_COUNT; c++) st->class_size[c] = class_size(c);
+
+  heap_foreach(add_heap, st);
+  uint64_t retired[4];
+  heap_stats_retired(retired);
+  st->requested += retired[0];
+  st->cache_hits += retired[1];
+  st->cache_misses += retired[2];
+  st->threads_exited = retired[3];
+
+  segments_lock();
+  for (segment_t *seg = segments_first(); seg; seg = seg->all_next) {
+    unsigned state = PEEK(seg->state), kind = PEEK(seg->kind);
+    size_t mapped = PEEK(seg->mapped_size);
+    if (state == SEG_STATE_CACHED) {
+      st->cached += mapped;
+      if (!PEEK(seg->purged)) st->committed += mapped;
+    } else if (state == SEG_STATE_HUGE) {
+      brisk_tier_stats_t *t = &st->tiers[BRISK_TIER_HUGE];
+      t->live_blocks++;
+      t->in_use += (size_t)(seg->map_base + mapped - ((uint8_t *)seg + PEEK(seg->block_offset)));
+      t->committed += mapped;
+      t->reserved += mapped;
+    } else {
+      add_paged_segment(st, seg, kind, state);
+    }
+  }
+  segments_unlock();
+
+  for (int t = 0; t < BRISK_TIER_COUNT; t++) {
+    st->in_use += st->tiers[t].in_use;
+    st->committed += st->tiers[t].committed;
+    st->reserved += st->tiers[t].reserved;
+  }
+  st->reserved += st->cached;
+  st->mapped = brisk_mapped_bytes();
+  st->peak_reserved = os_peak_mapped();
+  st->mmap_calls = os_call_count(OS_MMAP);
+  st->munmap_calls = os_call_count(OS_MUNMAP);
+  st->madvise_calls = os_call_count(OS_MADVISE);
+  st->mremap_calls = os_call_count(OS_MREMAP);
+  return 0;
+}
+
+/* ---- Printing ------------------------------------------------------------ */
+
+static const char *const tier_names[BRISK_TIER_COUNT] = {"small", "medium", "large", "huge"};
+
+/* The one formatter behind both the table and the JSON. */
+typedef struct out { char *buf; size_t len, pos; } out_t;
+
+static void put(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out_t *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(o->pos < o->len ? o->buf + o->pos : NULL, o->pos < o->len ? o->len - o->pos : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->pos += (size_t)n;
+}
+
+static void format_json(out_t *o, const brisk_stats_t *st) {
+  put(o, "{\"version\":%u,\"requested\":%llu,\"in_use\":%zu,\"committed\":%zu,\"reserved\":%zu,"
+         "\"cached\":%zu,\"mapped\":%zu,\"peak_reserved\":%zu,\"tiers\":{",
+      st->version, (unsigned long long)st->requested, st->in_use, st->committed, st->reserved, st->cached,
+      st->mapped, st->peak_reserved);
+  for (int t = 0; t < BRISK_TIER_COUNT; t++)
+    put(o, "%s\"%s\":{\"live_blocks\":%llu,\"in_use\":%zu,\"committed\":%zu,\"reserved\":%zu}", t ? "," : "",
+        tier_names[t], (unsigned long long)st->tiers[t].live_blocks, st->tiers[t].in_use,
+        st->tiers[t].committed, st->tiers[t].reserved);
+  put(o, "},\"classes\":[");
+  bool first = true;
+  for (unsigned c = 1; c < st->class_count; c++) {
+    if (!st->class_live_blocks[c]) continue;
+    put(o, "%s{\"size\":%zu,\"live_blocks\":%llu}", first ? "" : ",", st->class_size[c],
+        (unsigned long long)st->class_live_blocks[c]);
+    first = false;
+  }
+  put(o, "],\"os\":{\"mmap\":%llu,\"munmap\":%llu,\"madvise\":%llu,\"mremap\":%llu},"
+         "\"cache\":{\"hits\":%llu,\"misses\":%llu},"
+         "\"heaps\":{\"thread\":%u,\"explicit\":%u,\"threads_exited\":%llu,"
+         "\"abandoned_segments\":%u,\"abandoned_bytes\":%zu}}",
+      (unsigned long long)st->mmap_calls, (unsigned long long)st->munmap_calls,
+      (unsigned long long)st->madvise_calls, (unsigned long long)st->mremap_calls,
+      (unsigned long long)st->cache_hits, (unsigned long long)st->cache_misses, st->thread_heaps,
+      st->explicit_heaps, (unsigned long long)st->threads_exited, st->abandoned_segments, st->abandoned_bytes);
+}
+
+size_t brisk_stats_json(char *buf, size_t len) {
+  brisk_stats_t st = {.version = BRISK_STATS_VERSION};
+  brisk_stats_get(&st);
+  out_t o = {buf, len, 0};
+  format_json(&o, &st);
+  if (buf && len) buf[o.pos < len ? o.pos : len - 1] = '\0';
+  return o.pos;
+}
+
+static void format_table(out_t *o, const brisk_stats_t *st) {
+  put(o, "brisk statistics\n");
+  put(o, "  %-8s %14s %14s %14s %14s\n", "tier", "live blocks", "in use", "committed", "reserved");
+  for (int t = 0; t < BRISK_TIER_COUNT; t++)
+    put(o, "  %-8s %14llu %14zu %14zu %14zu\n", tier_names[t], (unsigned long long)st->tiers[t].live_blocks,
+        st->tiers[t].in_use, st->tiers[t].committed, st->tiers[t].reserved);
+  put(o, "  %-8s %14s %14zu %14zu %14zu\n", "total", "", st->in_use, st->committed, st->reserved);
+  put(o, "  requested %llu bytes in all; cached %zu; mapped now %zu, at peak %zu\n",
+      (unsigned long long)st->requested, st->cached, st->mapped, st->peak_reserved);
+  put(o, "  os calls: mmap %llu, munmap %llu, madvise %llu, mremap %llu\n", (unsigned long long)st->mmap_calls,
+      (unsigned long long)st->munmap_calls, (unsigned long long)st->madvise_calls,
+      (unsigned long long)st->mremap_calls);
+  put(o, "  recycle cache: %llu hits, %llu misses\n", (unsigned long long)st->cache_hits,
+      (unsigned long long)st->cache_misses);
+  put(o, "  heaps: %u thread, %u explicit; %llu threads exited; %u abandoned segments (%zu bytes)\n",
+      st->thread_heaps, st->explicit_heaps, (unsigned long long)st->threads_exited, st->abandoned_segments,
+      st->abandoned_bytes);
+  put(o, "  %10s %14s\n", "class", "live blocks");
+  for (unsigned c = 1; c < st->class_count; c++)
+    if (st->class_live_blocks[c])
+      put(o, "  %10zu %14llu\n", st->class_size[c], (unsigned long long)st->class_live_blocks[c]);
+}
+
+/* Printed with write(2) from a stack buffer: no stdio locks, no allocation
+ * (this also runs at exit, after stdio may be gone). */
+static void emit(int fd, void (*format)(out_t *, const brisk_stats_t *), const brisk_stats_t *st) {
+  char buf[8192];
+  out_t o = {buf, sizeof buf, 0};
+  format(&o, st);
+  size_t n = o.pos < sizeof buf ? o.pos : sizeof buf - 1;
+  for (size_t done = 0; done < n;) {
+    ssize_t w = write(fd, buf + done, n - done);
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+}
+
+void brisk_stats_print(FILE *out) {
+  brisk_stats_t st = {.version = BRISK_STATS_VERSION};
+  brisk_stats_get(&st);
+  FILE *f = out ? out : stderr;
+  fflush(f);
+  emit(fileno(f), format_table, &st);
+}
+
+/* Programs may close stderr on their way out (coreutils do): the report
+ * at exit writes to a copy of it taken at start when a report is wanted. */
+static int report_fd = -1;
+
+void report_prepare(void) {
+  if (brisk_opt.show_stats || brisk_opt.leak_report) report_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+}
+
+/* BRISK_SHOW_STATS, BRISK_STATS_JSON and BRISK_LEAK_REPORT at exit. */
+void report_at_exit(void) {
+  int fd = report_fd >= 0 ? report_fd : 2;
+  if (brisk_opt.show_stats) {
+    brisk_stats_t st = {.version = BRISK_STATS_VERSION};
+    brisk_stats_get(&st);
+    emit(fd, format_table, &st);
+  }
+  const char *json = getenv("BRISK_STATS_JSON");
+  if (json && *json) {
+    brisk_stats_t st = {.version = BRISK_STATS_VERSION};
+    brisk_stats_get(&st);
+    int fd = open(json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      emit(fd, format_json, &st);
+      close(fd);
+    } else {
+      brisk_warning("cannot write the stats to %s", json);
+    }
+  }
+  if (brisk_opt.leak_report) leak_report(fd);
+}
