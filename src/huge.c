@@ -189,8 +189,9 @@ void huge_free(segment_t *seg) {
 
 /* Returns the (maybe moved) block, or NULL when the caller must copy. */
 void *huge_realloc(segment_t *seg, void *p, size_t size) {
-  /* Explicit heaps' blocks are resized by copying within the heap. */
-  if (seg->map_base != (uint8_t *)seg || seg->heap) return NULL;
+  /* Explicit heaps' blocks are resized by copying within the heap; realtime
+   * mode copies too, through the caches, rather than call mremap. */
+  if (seg->map_base != (uint8_t *)seg || seg->heap || brisk_opt.realtime) return NULL;
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
   size_t need = offset + size;

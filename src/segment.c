@@ -282,6 +282,7 @@ size_t segment_drain_abandoned(void) {
       segment_release(seg);
       released++;
     } else {
+      segment_purge_pages(seg, os_now_ms(), false); /* nobody else will */
       seg->next = keep;
       keep = seg;
     }
@@ -312,6 +313,19 @@ void segment_abandoned_reset_after_fork(void) {
 
 static cache_slot_t cache_slots[CACHE_SLOTS];
 static _Atomic(size_t) cached_bytes;
+
+/* Unpurged bytes in the shared cache. Past an eighth of the cache cap a
+ * segment is purged as it comes in, so that bursts of freed segments (many
+ * threads exiting at once) cannot hold memory for a whole purge delay. */
+static _Atomic(size_t) cached_dirty;
+
+static void dirty_account(segment_t *seg, bool add) {
+  if (seg->purged) return;
+  if (add) atomic_fetch_add_explicit(&cached_dirty, seg->mapped_size, memory_order_relaxed);
+  else atomic_fetch_sub_explicit(&cached_dirty, seg->mapped_size, memory_order_relaxed);
+}
+
+static void purge_cached(segment_t *seg);
 
 static size_t slot_tag(const segment_t *seg) {
   return seg->mapped_size | seg->kind | (seg->purged ? TAG_PURGED : 0);
@@ -368,27 +382,39 @@ segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max
     if (really) return seg;
     /* The slot was emptied and refilled with a resized segment meanwhile. */
     if (!slots_put(slots, n, seg, os_now_ms())) {
-      if (counted) cache_unreserve(seg->mapped_size);
+      if (counted) {
+        cache_unreserve(seg->mapped_size);
+        dirty_account(seg, false);
+      }
       segment_unmap(seg);
     }
   }
   return NULL;
 }
 
+
 bool cache_put(segment_t *seg) {
   seg->cached_at_ms = os_now_ms();
   if (!cache_reserve(seg->mapped_size)) return false;
+  if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size >
+                          brisk_opt.cache_cap / 8)
+    purge_cached(seg);
+  dirty_account(seg, true);
   if (slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {
     purge_note_pending();
     return true;
   }
+  dirty_account(seg, false);
   cache_unreserve(seg->mapped_size);
   return false;
 }
 
 segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind) {
   segment_t *seg = slots_take(cache_slots, CACHE_SLOTS, min_size, max_size, kind, true);
-  if (seg) cache_unreserve(seg->mapped_size);
+  if (seg) {
+    cache_unreserve(seg->mapped_size);
+    dirty_account(seg, false);
+  }
   return seg;
 }
 
@@ -426,6 +452,7 @@ bool slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool c
     if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
                                                  memory_order_relaxed))
       continue;
+    if (counted) dirty_account(seg, false);
     if (!force && !seg->purged) {
       purge_cached(seg);
       if (slots_put(slots, n, seg, now - age)) continue;
