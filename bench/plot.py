@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Draws the PNG plots of one results directory (needs matplotlib):
+
+    .venv-bench/bin/python bench/plot.py bench/results/latest
+
+Reads results.json, writes the PNGs beside it and prints one line per plot,
+"<file> <workload>", which run.py uses to place it in report.md. Error bars
+span the lowest and highest repetition; the dot is the median.
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def size_label(n):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d %s" % (n >> shift, unit)
+    return "%d B" % n
+
+
+class Plotter:
+    def __init__(self, out):
+        self.out = out
+        with open(os.path.join(out, "results.json")) as f:
+            self.res = json.load(f)
+        self.names = [a["name"] for a in self.res["allocators"]]
+        self.summary = self.res["summary"]
+        self.made = []
+
+    def style(self, name):
+        color = "C%d" % self.names.index(name)
+        return {"color": color, "linewidth": 2.6 if name == "brisk" else 1.4,
+                "marker": "o", "markersize": 4, "capsize": 2}
+
+    def line(self, ax, rows, metric, x_of):
+        """One line per allocator through rows, x from x_of(row)."""
+        for name in self.names:
+            pts = [(x_of(r), r["metrics"][metric][name]) for r in rows
+                   if name in r["metrics"].get(metric, {})]
+            if not pts:
+                continue
+            pts.sort(key=lambda p: p[0])
+            xs = [p[0] for p in pts]
+            med = [p[1]["median"] for p in pts]
+            err = [[p[1]["median"] - p[1]["min"] for p in pts],
+                   [p[1]["max"] - p[1]["median"] for p in pts]]
+            ax.errorbar(xs, med, yerr=err, label=name, **self.style(name))
+
+    def bars(self, ax, row, metrics, labels):
+        """Grouped bars: one group per metric, one bar per allocator."""
+        width = 0.8 / max(1, len(self.names))
+        for i, name in enumerate(self.names):
+            xs, med, lo, hi = [], [], [], []
+            for j, m in enumerate(metrics):
+                st = row["metrics"].get(m, {}).get(name)
+                if st:
+                    xs.append(j + (i - (len(self.names) - 1) / 2) * width)
+                    med.append(st["median"])
+                    lo.append(st["median"] - st["min"])
+                    hi.append(st["max"] - st["median"])
+            if xs:
+                ax.bar(xs, med, width, yerr=[lo, hi], label=name, color="C%d" % i,
+                       edgecolor="black" if name == "brisk" else None, capsize=2)
+        ax.set_xticks(range(len(metrics)))
+        ax.set_xticklabels(labels)
+
+    def save(self, fig, name, workload):
+        fig.tight_layout()
+        fig.savefig(os.path.join(self.out, name), dpi=110)
+        plt.close(fig)
+        self.made.append((name, workload))
+
+    def throughput_vs_size(self):
+        rows = [r for r in self.summary.get("sweep", []) if r.get("size")]
+        threads = sorted({r["threads"] for r in rows})
+        if not threads:
+            return
+        fig, axes = plt.subplots(1, len(threads), figsize=(6.5 * len(threads), 4.5), squeeze=False)
+        for ax, t in zip(axes[0], threads):
+            sub = [r for r in rows if r["threads"] == t]
+            self.line(ax, sub, "mops", lambda r: r["size"])
+            sizes = sorted({r["size"] for r in sub})
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(sizes)
+            ax.set_xticklabels([size_label(s) for s in sizes], rotation=60, fontsize=8)
+            ax.minorticks_off()
+            ax.set_title("malloc + write + free, %d thread%s" % (t, "s" if t > 1 else ""))
+            ax.set_ylabel("M ops/s (log)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        self.save(fig, "throughput_vs_size.png", "sweep")
+
+    def throughput_vs_threads(self):
+        rows = self.summary.get("ring", [])
+        if not any(r["metrics"] for r in rows):
+            return
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        self.line(ax, [r for r in rows if r["threads"]], "mops", lambda r: r["threads"])
+        threads = sorted({r["threads"] for r in rows if r["threads"]})
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(threads)
+        ax.set_xticklabels([str(t) for t in threads])
+        ax.minorticks_off()
+        ax.set_xlabel("threads")
+        ax.set_ylabel("M replacements/s")
+        ax.set_title("mixed ring: throughput vs threads")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        self.save(fig, "throughput_vs_threads.png", "ring")
+
+    def latency(self):
+        rows = [r for r in self.summary.get("ring", []) if r["metrics"].get("malloc_p50")]
+        if not rows:
+            return
+        row = min(rows, key=lambda r: abs((r["threads"] or 0) - 2))
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, op in zip(axes, ("malloc", "free")):
+            self.bars(ax, row, ["%s_%s" % (op, p) for p in ("p50", "p99", "p999", "max")],
+                      ["P50", "P99", "P99.9", "max"])
+            ax.set_yscale("log")
+            ax.set_ylabel("ns (log)")
+            ax.set_title("mixed ring, %s latency, %s" % (op, row["case"]))
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=8)
+        self.save(fig, "latency.png", "ring")
+
+    def rss(self):
+        panels = []
+        ring = [r for r in self.summary.get("ring", []) if r["metrics"].get("peak_rss_mb")]
+        if ring:
+            panels.append("ring")
+        large = [r for r in self.summary.get("large", []) if r["metrics"].get("rss_after_mb")]
+        churn = [r for r in self.summary.get("churn", []) if r["metrics"].get("rss_end_mb")]
+        panels += ["large"] * bool(large) + ["churn"] * bool(churn)
+        if not panels:
+            return
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.5), squeeze=False)
+        for ax, panel in zip(axes[0], panels):
+            if panel == "ring":
+                self.line(ax, ring, "peak_rss_mb", lambda r: r["threads"])
+                ax.set_xscale("log", base=2)
+                ticks = sorted({r["threads"] for r in ring})
+                ax.set_xticks(ticks)
+                ax.set_xticklabels([str(t) for t in ticks])
+                ax.minorticks_off()
+                ax.set_xlabel("threads")
+                ax.set_title("mixed ring: peak RSS")
+            elif panel == "large":
+                self.bars(ax, large[0], ["rss_after_mb", "rss_settled_mb"],
+                          ["at once", "after settling"])
+                ax.set_title("large buffers: RSS once all are freed")
+            else:
+                self.bars(ax, churn[0], ["rss_early_mb", "rss_end_mb", "peak_rss_mb"],
+                          ["after 1/4", "at end", "peak"])
+                ax.set_title("thread churn: RSS")
+            ax.set_ylabel("MiB")
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=8)
+        self.save(fig, "rss.png", "large" if "large" in panels else panels[0])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: plot.py RESULTS_DIR")
+    p = Plotter(sys.argv[1])
+    for draw in (p.throughput_vs_size, p.throughput_vs_threads, p.latency, p.rss):
+        draw()
+    for name, workload in p.made:
+        print(name, workload)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,570 @@
+#!/usr/bin/env python3
+"""Runs the brisk benchmark programs under every allocator and writes the report.
+
+scripts/bench.sh builds everything and calls this; it can also run alone once
+bench/build/ holds the programs:
+
+    python3 bench/run.py --mode quick --alloc glibc= \\
+        --alloc jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+
+Each (workload job, allocator) pair runs --reps times; every repetition runs
+all allocators back to back, in an order rotated by one each repetition.
+Writes OUT/results.json (every run and figure) and OUT/report.md; plots come
+from bench/plot.py when --plot-python names a Python with matplotlib.
+Exit status: 0 when every run passed, 1 when any crashed, timed out, failed
+its check or did not run under the allocator it was given. Standard library only.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BIN = os.path.join(HERE, "build")
+
+# ---- what runs in each mode --------------------------------------------------
+
+# Per workload: the program's key=value arguments. Lists under "each" make one
+# job per value (a separate process, so peak RSS is per job).
+MODES = {
+    "smoke": {
+        "reps": 1,
+        "timeout": 10,
+        "sweep": {"ms": 5, "sizes": "16,64,1K,64K,1M,32M"},
+        "ring": {"threads": [1, 2], "slots": 1000, "ms": 20},
+        "xthread": {"ms": 20, "rounds": 500, "slots": 1000},
+        "sizecat": {"ms": 5},
+        "large": {"count": 2, "min": "1M", "max": "4M", "ms": 20, "settle_ms": 0},
+        "churn": {"ms": 30, "blocks": 100},
+        "fixed": {"count": 1000, "ms": 5},
+    },
+    "quick": {
+        "reps": 3,
+        "timeout": 60,
+        "sweep": {"ms": 15},
+        "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 150},
+        "xthread": {"ms": 200, "rounds": 10000, "slots": 10000},
+        "sizecat": {"ms": 30},
+        "large": {"count": 8, "ms": 300, "settle_ms": 1000},
+        "churn": {"ms": 300, "blocks": 1000},
+        "fixed": {"count": 100000, "ms": 50},
+    },
+    "full": {
+        "reps": 5,
+        "timeout": 180,
+        "sweep": {"ms": 100},
+        "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 1000},
+        "xthread": {"ms": 1000, "rounds": 20000, "slots": 10000},
+        "sizecat": {"ms": 200},
+        "large": {"count": 16, "ms": 1000, "settle_ms": 1500},
+        "churn": {"ms": 1000, "blocks": 1000},
+        "fixed": {"count": 100000, "ms": 200},
+    },
+}
+
+SWEEP_SIZES = 13  # the sweep program's default list
+SIZE_RANGES = 4   # sizecat's categories
+
+# For the report: workload id, title, what it does, and its tables:
+# (table title, metrics shown, +1 if higher is better / -1 if lower is).
+WORKLOADS = [
+    ("sweep", "1. Size sweep",
+     "`malloc(N)`, write `p[0]`, `free`, in a loop; each thread on its own.",
+     [("M ops/s (one op = malloc + write + free)", ["mops"], +1)]),
+    ("ring", "2. Mixed ring",
+     "Each thread replaces random slots of a ring of blocks (60% 16-256 B, "
+     "30% 512 B-2 KiB, 10% 4-32 KiB, each memset). Latency: one replacement "
+     "in 16 timed, the timer's own ~20 ns subtracted.",
+     [("M replacements/s", ["mops"], +1),
+      ("Peak RSS, MiB", ["peak_rss_mb"], -1),
+      ("malloc latency, ns", ["malloc_p50", "malloc_p99", "malloc_p999", "malloc_max"], -1),
+      ("free latency, ns", ["free_p50", "free_p99", "free_p999", "free_max"], -1)]),
+    ("xthread", "3. Cross-thread free",
+     "Producers allocate, consumers free (batches of 256 over a lock-free "
+     "queue); larson: threads swap blocks through a shared table and are "
+     "replaced every few thousand steps.",
+     [("M blocks/s", ["mops"], +1),
+      ("larson: worker threads replaced per second", ["threads_per_s"], +1)]),
+    ("sizecat", "4. Size categories",
+     "Random sizes within a category, window of 8 live blocks per thread; "
+     "`free` = malloc + free only, `fill` = every byte written and checked.",
+     [("k ops/s (one op = malloc + free, + fill + check)", ["kops"], +1)]),
+    ("large", "5. Large buffers",
+     "1-32 MiB buffers written in full. First touch: all live at once, every "
+     "page new. Recycled: one at a time, malloc/write/free.",
+     [("GB/s written", ["gbps"], +1),
+      ("minor page faults per MiB", ["faults_per_mib"], -1),
+      ("RSS after the phase, MiB", ["rss_after_mb", "rss_settled_mb"], -1)]),
+    ("churn", "6. Thread churn",
+     "Short-lived threads allocate, hand half their blocks to a survivor "
+     "thread, free the rest and exit.",
+     [("short threads per second", ["threads_per_s"], +1),
+      ("RSS, MiB", ["rss_early_mb", "rss_end_mb", "peak_rss_mb"], -1)]),
+    ("fixed", "7. Fixed-size objects",
+     "Many objects of one size allocated in bulk, then all freed "
+     "(backend `malloc`; a pool backend joins as another row).",
+     [("M objects/s (alloc + free)", ["mops"], +1)]),
+]
+
+METRIC_LABELS = {
+    "malloc_p50": "P50", "malloc_p99": "P99", "malloc_p999": "P99.9", "malloc_max": "max",
+    "free_p50": "P50", "free_p99": "P99", "free_p999": "P99.9", "free_max": "max",
+    "rss_after_mb": "at once", "rss_settled_mb": "after settling",
+    "rss_early_mb": "after 1/4 of the run", "rss_end_mb": "at the end", "peak_rss_mb": "peak",
+}
+
+
+def plan(mode, ncpu, only):
+    """The jobs of one repetition: dicts with workload, prog, args, est (s)."""
+    p = MODES[mode]
+    jobs = []
+
+    def add(workload, est, **args):
+        if only and workload not in only:
+            return
+        jobs.append({"id": len(jobs), "workload": workload, "prog": workload,
+                     "args": args, "est": est + 0.05})
+
+    both = sorted({1, ncpu})
+    s = p["sweep"]
+    nsizes = len(s["sizes"].split(",")) if "sizes" in s else SWEEP_SIZES
+    for t in both:
+        add("sweep", nsizes * s["ms"] / 1000, threads=t, **s)
+    r = dict(p["ring"])
+    for t in r.pop("threads"):
+        add("ring", r["ms"] / 1000 + t * r["slots"] * 4e-6, threads=t, **r)
+    x = p["xthread"]
+    xt = max(2, ncpu)
+    add("xthread", x["ms"] / 1000, mode="pc64", threads=xt, ms=x["ms"])
+    add("xthread", x["ms"] / 1000, mode="pcmixed", threads=xt, ms=x["ms"])
+    add("xthread", x["ms"] / 1000, mode="larson", threads=xt, **x)
+    for t in both:
+        add("sizecat", 2 * SIZE_RANGES * p["sizecat"]["ms"] / 1000, threads=t, **p["sizecat"])
+    g = p["large"]
+    add("large", g["count"] * 0.02 + (g["ms"] + g["settle_ms"]) / 1000, **g)
+    add("churn", p["churn"]["ms"] / 1000, **p["churn"])
+    add("fixed", 4 * p["fixed"]["ms"] / 1000, **p["fixed"])
+    return jobs
+
+
+# ---- running -------------------------------------------------------------------
+
+def run_one(job, alloc, timeout):
+    """One process. Returns the run record (status ok/crash/timeout/wrong/error)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if alloc["path"]:
+        env["LD_PRELOAD"] = alloc["path"]
+    argv = [os.path.join(BIN, job["prog"])] + ["%s=%s" % kv for kv in job["args"].items()]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, start_new_session=True, text=True, errors="replace")
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    secs = time.monotonic() - t0
+    rc = proc.returncode
+
+    result = None
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            try:
+                result = json.loads(line)
+            except ValueError:
+                pass
+            break
+
+    if timed_out:
+        status, detail = "timeout", "killed after %ds" % timeout
+    elif rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = "signal %d" % -rc
+        status, detail = "crash", name
+    elif rc == 2 or (result is not None and not result.get("ok")):
+        status, detail = "wrong", first_line(err, "CHECK FAILED").replace("CHECK FAILED: ", "")
+    elif rc != 0 or result is None:
+        status, detail = "error", "exit %d: %s" % (rc, first_line(err, ""))
+    elif not served_by(result.get("malloc_from", ""), alloc):
+        status = "error"
+        detail = "malloc came from %s, not %s" % (result.get("malloc_from"), alloc["path"] or "glibc")
+    else:
+        status, detail = "ok", ""
+    return {"job": job["id"], "workload": job["workload"], "alloc": alloc["name"],
+            "status": status, "detail": detail, "rc": rc, "secs": round(secs, 3),
+            "result": result, "stderr": err[-1500:] if err else ""}
+
+
+def first_line(text, prefix):
+    for line in text.splitlines():
+        if line.startswith(prefix) and line.strip():
+            return line.strip()[:200]
+    return (text.strip().splitlines() or ["no output"])[-1][:200]
+
+
+def served_by(origin, alloc):
+    """Did LD_PRELOAD take effect? (ld.so only warns when it cannot preload.)"""
+    if not alloc["path"]:
+        return "libc.so" in os.path.basename(origin)
+    try:
+        return os.path.realpath(origin) == os.path.realpath(alloc["path"])
+    except OSError:
+        return False
+
+
+class Progress:
+    """One live line on stderr (a line every ~5% when stderr is not a terminal)."""
+
+    def __init__(self, total_est, runs):
+        self.tty = sys.stderr.isatty()
+        self.total_est, self.runs = total_est, runs
+        self.done_est, self.done, self.failed, self.shown = 0.0, 0, 0, -1
+        self.t0 = time.monotonic()
+
+    def show(self, label):
+        elapsed = time.monotonic() - self.t0
+        left = (self.total_est - self.done_est) * (elapsed / self.done_est if self.done_est else 1.0)
+        line = "[%3d/%d] %-40s %s elapsed, ~%s left%s" % (
+            self.done + 1, self.runs, label[:40], clock(elapsed), clock(left),
+            ", %d FAILED" % self.failed if self.failed else "")
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+        elif self.done * 20 // self.runs != self.shown:
+            self.shown = self.done * 20 // self.runs
+            print(line, file=sys.stderr, flush=True)
+
+    def step(self, est, ok):
+        self.done += 1
+        self.done_est += est
+        self.failed += not ok
+
+    def end(self):
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+        print("bench: %d runs in %s, %d failed" % (self.done, clock(time.monotonic() - self.t0),
+                                                  self.failed), file=sys.stderr, flush=True)
+
+
+def clock(s):
+    s = int(max(0, s))
+    return "%d:%02d" % (s // 60, s % 60)
+
+
+def job_label(job):
+    a = job["args"]
+    extra = a.get("mode") or ("%s thr" % a["threads"] if "threads" in a else "")
+    return ("%s %s" % (job["workload"], extra)).strip()
+
+
+# ---- figures ---------------------------------------------------------------------
+
+def summarize(jobs, allocs, runs):
+    """summary[workload] = rows in order: {job, case, threads, size, metrics, failed}."""
+    summary = {}
+    for job in jobs:
+        rows, order = {}, []
+        job_runs = [r for r in runs if r["job"] == job["id"]]
+        for r in job_runs:
+            if r["status"] != "ok":
+                continue
+            for c in r["result"]["cases"]:
+                row = rows.get(c["case"])
+                if row is None:
+                    row = rows[c["case"]] = {"job": job["id"], "case": c["case"],
+                                             "threads": c.get("threads"), "size": c.get("size"),
+                                             "values": {}}
+                    order.append(c["case"])
+                for m, v in c["metrics"].items():
+                    if v is None:  # the program could not compute it
+                        continue
+                    row["values"].setdefault(m, {}).setdefault(r["alloc"], []).append(v)
+        failed = {}
+        for r in job_runs:
+            if r["status"] != "ok":
+                failed.setdefault(r["alloc"], []).append(r["status"])
+        if not order:  # every run failed: one row that says so
+            rows["(no run passed)"] = {"job": job["id"], "case": job_label(job),
+                                       "threads": None, "size": None, "values": {}}
+            order.append("(no run passed)")
+        for case in order:
+            row = rows[case]
+            row["failed"] = failed
+            row["reps"] = {a["name"]: sum(1 for r in job_runs if r["alloc"] == a["name"])
+                           for a in allocs}
+            row["metrics"] = {m: {a: stats(v) for a, v in per.items()}
+                              for m, per in row.pop("values").items()}
+            summary.setdefault(job["workload"], []).append(row)
+    return summary
+
+
+def stats(values):
+    med = statistics.median(values)
+    return {"median": med, "min": min(values), "max": max(values), "n": len(values),
+            "spread_pct": (max(values) - min(values)) / 2 / med * 100 if med else 0.0,
+            "values": values}
+
+
+def fmt(v):
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return "%.0f" % v
+    return "%.3g" % v
+
+
+def cell(row, metric, alloc):
+    st = row["metrics"].get(metric, {}).get(alloc)
+    failed = row["failed"].get(alloc, [])
+    reps = row["reps"].get(alloc, 0)
+    if st is None:
+        return "**%s**" % "/".join(sorted(set(failed))).upper() if failed else "—"
+    text = fmt(st["median"])
+    if st["n"] > 1:
+        text += " ±%.0f%%" % st["spread_pct"]
+    if failed:
+        text += " **(%d/%d %s)**" % (len(failed), reps, "/".join(sorted(set(failed))).upper())
+    return text
+
+
+def ratio_cell(row, metric, better, names):
+    stats_of = row["metrics"].get(metric, {})
+    if "brisk" not in names:
+        return "n/a"
+    if "brisk" not in stats_of:
+        return "**brisk failed**" if row["failed"].get("brisk") else "—"
+    peers = [(st["median"], a) for a, st in stats_of.items() if a != "brisk"]
+    if not peers:
+        return "—"
+    best, who = max(peers) if better > 0 else min(peers)
+    b = stats_of["brisk"]["median"]
+    if best == 0:
+        return "—"
+    r = b / best
+    text = "%.2f (%s)" % (r, who)
+    return "**%s**" % text if (r >= 1 if better > 0 else r <= 1) else text
+
+
+def report(meta, allocs, jobs, summary, runs, plots):
+    names = [a["name"] for a in allocs]
+    out = ["# brisk benchmark report (%s mode)" % meta["mode"], ""]
+    out.append("- **Command:** `%s`" % meta["command"])
+    out.append("- **When:** %s, brisk at %s" % (meta["date"], meta["commit"]))
+    m = meta["machine"]
+    out.append("- **Machine:** %s, %s cores, %s GiB RAM, Linux %s, glibc %s; load average %s "
+               "before, %s after" % (m["cpu"], m["cores"], m["mem_gib"], m["kernel"], m["glibc"],
+                                    meta["load_before"], meta["load_after"]))
+    out.append("- **Allocators:** " + ", ".join(
+        "%s (%s)" % (a["name"], a["version"]) for a in allocs))
+    for name, why in meta["skipped"].items():
+        out.append("- **Skipped:** %s: %s" % (name, why))
+    nfail = sum(r["status"] != "ok" for r in runs)
+    out.append("- **Runs:** %d (%d repetition%s of every job, allocators in rotating order), "
+               "%d failed%s" % (len(runs), meta["reps"], "s" * (meta["reps"] > 1), nfail,
+                                " (see Failures at the end)" if nfail else ""))
+    out.append("")
+    out.append("Each cell: median over the repetitions ±half their range, relative to the median. "
+               "A run that crashed, timed out, failed its own check (WRONG) or did not run under "
+               "its allocator (ERROR) is named in its cell. **brisk / best peer**: brisk's median "
+               "over the best other allocator's; above 1 is better for throughput, below 1 for "
+               "latency, faults and memory; bold where brisk is at least as good.")
+    for wid, title, what, tables in WORKLOADS:
+        rows = summary.get(wid)
+        if not rows:
+            continue
+        out += ["", "## " + title, "", what, "", "Run as: " + "; ".join(
+            "`%s`" % " ".join([j["prog"]] + ["%s=%s" % kv for kv in j["args"].items()])
+            for j in jobs if j["workload"] == wid) + "."]
+        for ttitle, metrics, better in tables:
+            lines = []
+            for row in rows:
+                present = [m for m in metrics if m in row["metrics"]] or (
+                    metrics[:1] if not row["metrics"] else [])
+                for metric in present:
+                    label = row["case"] if len(metrics) == 1 else "%s, %s" % (
+                        row["case"], METRIC_LABELS.get(metric, metric))
+                    lines.append("| %s | %s | %s |" % (
+                        label, " | ".join(cell(row, metric, a) for a in names),
+                        ratio_cell(row, metric, better, names)))
+            if not lines:
+                continue
+            out += ["", "**%s** (%s is better)" % (ttitle, "higher" if better > 0 else "lower"), ""]
+            out.append("| case | %s | brisk / best peer |" % " | ".join(names))
+            out.append("|---|%s---|" % ("---:|" * len(names)))
+            out += lines
+        for png, workloads in plots:
+            if wid == workloads[0]:
+                out += ["", "![%s](%s)" % (png, png)]
+    failures = [r for r in runs if r["status"] != "ok"]
+    if failures:
+        out += ["", "## Failures", "", "| job | allocator | status | detail |", "|---|---|---|---|"]
+        for r in failures:
+            out.append("| %s | %s | %s | %s |" % (job_label(jobs[r["job"]]), r["alloc"],
+                                                 r["status"].upper(),
+                                                 r["detail"].replace("|", "\\|")))
+    return "\n".join(out) + "\n"
+
+
+# ---- facts about the machine -------------------------------------------------------
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            mem = round(int(f.readline().split()[1]) / 2**20, 1)
+    except OSError:
+        mem = "?"
+    return {"cpu": cpu, "cores": os.cpu_count(), "mem_gib": mem, "kernel": platform.release(),
+            "glibc": (os.confstr("CS_GNU_LIBC_VERSION") or "?").replace("glibc ", "")}
+
+
+def load():
+    try:
+        return "%.2f" % os.getloadavg()[0]
+    except OSError:
+        return "?"
+
+
+def command_out(argv):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10,
+                              cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def lib_version(name, path):
+    if not path:
+        return "glibc " + machine()["glibc"]
+    if name == "brisk":
+        return "build/libbrisk.so" if path.startswith(ROOT) else path
+    owner = command_out(["dpkg-query", "-S", os.path.realpath(path)]).split(":")[0]
+    if owner:
+        ver = command_out(["dpkg-query", "-W", "-f", "${Version}", owner])
+        return "%s %s" % (owner, ver)
+    return path
+
+
+# ---- main ---------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", choices=MODES, default="quick")
+    ap.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH",
+                    help="an allocator to test; an empty PATH means glibc (no LD_PRELOAD)")
+    ap.add_argument("--missing", action="append", default=[], metavar="NAME=REASON",
+                    help="an allocator that could not be tested, named in the report")
+    ap.add_argument("--only", default="", help="comma-separated workloads (default: all)")
+    ap.add_argument("--reps", type=int, help="repetitions (default: by mode)")
+    ap.add_argument("--out", help="results directory (default: bench/results/<time>-<mode>)")
+    ap.add_argument("--plot-python", help="a python with matplotlib, to draw the PNGs")
+    ap.add_argument("--command", default=" ".join(sys.argv), help="command shown in the report")
+    args = ap.parse_args()
+
+    allocs, skipped = [], {}
+    for spec in args.alloc:
+        name, _, path = spec.partition("=")
+        if path and not os.path.exists(path):
+            skipped[name] = "%s not found" % path
+            print("bench: %s: %s not found, skipped" % (name, path), file=sys.stderr)
+            continue
+        allocs = [a for a in allocs if a["name"] != name]  # a later --alloc NAME wins
+        skipped.pop(name, None)
+        allocs.append({"name": name, "path": os.path.abspath(path) if path else ""})
+    for spec in args.missing:
+        name, _, why = spec.partition("=")
+        if name not in [a["name"] for a in allocs]:
+            skipped[name] = why
+    if not allocs:
+        allocs = [{"name": "glibc", "path": ""}]
+    for a in allocs:
+        a["version"] = lib_version(a["name"], a["path"])
+    missing_bins = [w for w, *_ in WORKLOADS if not os.access(os.path.join(BIN, w), os.X_OK)]
+    if missing_bins:
+        sys.exit("bench: programs not built (%s); run make -C bench" % ", ".join(missing_bins))
+
+    mode = MODES[args.mode]
+    reps = args.reps or mode["reps"]
+    only = set(filter(None, args.only.split(",")))
+    unknown = only - {w for w, *_ in WORKLOADS}
+    if unknown:
+        sys.exit("bench: no workload named %s" % ", ".join(sorted(unknown)))
+    jobs = plan(args.mode, os.cpu_count() or 1, only)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = args.out or os.path.join(
+        HERE, "results", "smoke" if args.mode == "smoke" else "%s-%s" % (stamp, args.mode))
+    os.makedirs(out_dir, exist_ok=True)
+
+    meta = {"mode": args.mode, "command": args.command, "reps": reps,
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "commit": command_out(["git", "rev-parse", "--short", "HEAD"]) or "an uncommitted tree",
+            "machine": machine(), "load_before": load(), "skipped": skipped,
+            "params": {k: v for k, v in mode.items()}}
+
+    runs = []
+    progress = Progress(reps * len(allocs) * sum(j["est"] for j in jobs), reps * len(allocs) * len(jobs))
+    for rep in range(reps):
+        for job in jobs:
+            k = (rep + job["id"]) % len(allocs)
+            for alloc in allocs[k:] + allocs[:k]:
+                progress.show("rep %d/%d %s %s" % (rep + 1, reps, job_label(job), alloc["name"]))
+                run = run_one(job, alloc, mode["timeout"])
+                run["rep"] = rep
+                runs.append(run)
+                progress.step(job["est"], run["status"] == "ok")
+                if run["status"] != "ok":
+                    print("%sbench: %s under %s: %s (%s)" % ("\n" if progress.tty else "",job_label(job), alloc["name"],
+                                                           run["status"].upper(), run["detail"]),
+                          file=sys.stderr)
+    progress.end()
+    meta["load_after"] = load()
+
+    summary = summarize(jobs, allocs, runs)
+    results = {"meta": meta, "allocators": allocs, "jobs": jobs, "summary": summary, "runs": runs}
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+    plots = []
+    if args.plot_python:
+        proc = subprocess.run([args.plot_python, os.path.join(HERE, "plot.py"), out_dir],
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            plots = [(line.split()[0], line.split()[1:]) for line in proc.stdout.splitlines()
+                     if line.strip()]
+        else:
+            print("bench: plots failed: %s" % proc.stderr.strip()[-500:], file=sys.stderr)
+    with open(os.path.join(out_dir, "report.md"), "w") as f:
+        f.write(report(meta, allocs, jobs, summary, runs, plots))
+
+    if args.out is None and args.mode != "smoke":
+        latest = os.path.join(HERE, "results", "latest")
+        if os.path.islink(latest) or not os.path.exists(latest):
+            if os.path.islink(latest):
+                os.unlink(latest)
+            os.symlink(os.path.basename(out_dir), latest)
+    failed = sum(r["status"] != "ok" for r in runs)
+    print("bench: %d runs, %d failed; report: %s" % (
+        len(runs), failed, os.path.relpath(os.path.join(out_dir, "report.md"), os.getcwd())),
+        file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
