@@ -97,6 +97,29 @@ static int check_segment_pages(segment_t *seg) {
   return BRISK_CHECK_OK;
 }
 
+/* Calls fn on each abandoned segment, taken off the list meanwhile so that
+ * nobody else changes it, until fn returns nonzero (which it returns). */
+static int for_each_abandoned(int (*fn)(segment_t *, void *), void *arg) {
+  segment_t *taken = NULL, *seg;
+  int rc = 0;
+  while (!rc && (seg = segment_abandoned_pop())) {
+    rc = fn(seg, arg);
+    seg->next = taken;
+    taken = seg;
+  }
+  while (taken) {
+    seg = taken->next;
+    segment_abandoned_push(taken);
+    taken = seg;
+  }
+  return rc;
+}
+
+static int check_segment_abandoned(segment_t *seg, void *arg) {
+  (void)arg;
+  return check_segment_pages(seg);
+}
+
 static bool owned_by_caller(segment_t *seg) {
   heap_t *h = brisk_tls_heap;
   return h != &brisk_heap_empty && atomic_load_explicit(&seg->owner_uid, memory_order_acquire) == h->uid;
@@ -121,19 +144,7 @@ int brisk_check_heap(void) {
   }
   segments_unlock();
   if (rc) return rc;
-  /* Exited threads' segments: taken off the list, so nobody changes them. */
-  segment_t *taken = NULL, *seg;
-  while (!rc && (seg = segment_abandoned_pop())) {
-    rc = check_segment_pages(seg);
-    seg->next = taken;
-    taken = seg;
-  }
-  while (taken) {
-    seg = taken->next;
-    segment_abandoned_push(taken);
-    taken = seg;
-  }
-  return rc;
+  return for_each_abandoned(check_segment_abandoned, NULL);
 }
 
 /* ---- Visiting live blocks ----------------------------------------------- */
@@ -156,6 +167,13 @@ static int visit_segment(segment_t *seg, brisk_block_visitor visit, void *arg) {
   for (uint32_t i = 0; i < seg->page_count; i++)
     if (seg->pages[i].in_use && visit_page(&seg->pages[i], visit, arg)) return 1;
   return 0;
+}
+
+struct visit_args { brisk_block_visitor visit; void *arg; };
+
+static int visit_abandoned(segment_t *seg, void *p) {
+  struct visit_args *va = p;
+  return visit_segment(seg, va->visit, va->arg);
 }
 
 typedef struct owner_set { uint64_t uid[64]; size_t n; pthread_t self; } owner_set_t;
@@ -209,16 +227,9 @@ void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
       stop = visit_segment(refs[i].p, visit, arg);
   }
   brisk_free(refs);
-  segment_t *taken = NULL, *seg;
-  while (!stop && (seg = segment_abandoned_pop())) {
-    stop = visit_segment(seg, visit, arg);
-    seg->next = taken;
-    taken = seg;
-  }
-  while (taken) {
-    seg = taken->next;
-    segment_abandoned_push(taken);
-    taken = seg;
+  if (!stop) {
+    struct visit_args va = {visit, arg};
+    for_each_abandoned(visit_abandoned, &va);
   }
 }
 

@@ -145,18 +145,8 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   segment_t *seg = take_cached(h, mapped);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   stat_add(&h->stat_requested, size);
-  bool fresh = false;
-  if (!seg) {
-    uint8_t *base;
-    size_t got;
-    seg = os_map_aligned(mapped, SEGMENT_SIZE, &base, &got);
-    if (!seg) return NULL;
-    seg->map_base = base;
-    PUBLISH(seg->mapped_size, got);
-    segment_mark(seg, true);
-    segments_add(seg);
-    fresh = true;
-  }
+  bool fresh = !seg;
+  if (!seg && !(seg = segment_map(mapped))) return NULL;
   huge_setup(seg, offset);
   heap_link(h, seg);
   uint8_t *p = (uint8_t *)seg + offset;

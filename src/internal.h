@@ -249,6 +249,7 @@ static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
 BRISK_INTERNAL page_t *segment_page_alloc(heap_t *h, unsigned kind);
 BRISK_INTERNAL void segment_page_retire(heap_t *h, page_t *pg);
 BRISK_INTERNAL void segment_release(segment_t *seg);
+BRISK_INTERNAL segment_t *segment_map(size_t size);
 BRISK_INTERNAL void segment_unmap(segment_t *seg);
 BRISK_INTERNAL void segment_mark(segment_t *seg, bool on);
 /* Every mapped segment, for stats, checks and visits (segment.c). */

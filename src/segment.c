@@ -86,19 +86,24 @@ static void heap_pages_delta(segment_t *seg, long pages) {
                               memory_order_relaxed);
 }
 
+/* A fresh segment-aligned mapping of `size` bytes, marked in the chunk map
+ * and in the registry. */
+segment_t *segment_map(size_t size) {
+  uint8_t *base;
+  size_t mapped;
+  segment_t *seg = os_map_aligned(size, SEGMENT_SIZE, &base, &mapped);
+  if (!seg) return NULL;
+  seg->map_base = base;
+  PUBLISH(seg->mapped_size, mapped);
+  segment_mark(seg, true);
+  segments_add(seg);
+  return seg;
+}
+
 static segment_t *segment_new(heap_t *h, unsigned kind) {
   segment_t *seg = cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
-  if (!seg) {
-    uint8_t *base;
-    size_t mapped;
-    seg = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, &base, &mapped);
-    if (!seg) return NULL;
-    seg->map_base = base;
-    PUBLISH(seg->mapped_size, mapped);
-    segment_mark(seg, true);
-    segments_add(seg);
-  }
+  if (!seg && !(seg = segment_map(SEGMENT_SIZE))) return NULL;
   seg->block_offset = 0;
   PUBLISH(seg->purged, 0);
   segment_setup(seg, h, kind);
@@ -185,15 +190,9 @@ void segment_reserve(size_t bytes) {
   size_t want = cache_bytes() + n * SEGMENT_SIZE;
   if (brisk_opt.cache_cap < want) brisk_opt.cache_cap = want;
   while (n-- > 0) {
-    uint8_t *base;
-    size_t mapped;
-    segment_t *seg = os_map_aligned(SEGMENT_SIZE, SEGMENT_SIZE, &base, &mapped);
+    segment_t *seg = segment_map(SEGMENT_SIZE);
     if (!seg) return;
-    seg->map_base = base;
-    PUBLISH(seg->mapped_size, mapped);
     PUBLISH(seg->kind, SEG_SMALL);
-    segment_mark(seg, true);
-    segments_add(seg);
     if (brisk_opt.realtime)
       for (size_t off = 0; off < SEGMENT_SIZE; off += OS_PAGE_SIZE) ((volatile uint8_t *)seg)[off] = 0;
     if (!cache_put(seg)) {
