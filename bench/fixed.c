@@ -5,12 +5,14 @@
  * order they were allocated. Figure: M objects/s (one alloc + one free).
  *
  * The objects come from a backend. "malloc" is plain malloc/free, so the
- * allocator under LD_PRELOAD is measured. A dedicated pool (brisk's pool API
- * once it exists) joins by adding an entry to `backends` below, e.g. one
- * built when BRISK_POOL is defined and linked against libbrisk; the runner
- * then passes backend=<name> (see bench/README.md).
+ * allocator under LD_PRELOAD is measured. "brisk_pool" is brisk's fixed-size
+ * pool API (brisk_pool_new/alloc/free/destroy), looked up with dlsym at run
+ * time: the program builds and runs without brisk, and that backend works
+ * only when libbrisk is preloaded (otherwise it exits 64 with a message).
+ * The runner passes backend=<name> (see bench/README.md).
  *
- *   fixed sizes=32,64,128,256 count=100000 ms=200 backend=malloc */
+ *   fixed sizes=32,64,128,256 count=100000 ms=200 backend=malloc
+ *   LD_PRELOAD=build/libbrisk.so fixed backend=brisk_pool */
 #include "common.h"
 
 typedef struct {
@@ -19,6 +21,7 @@ typedef struct {
   void *(*alloc)(void *pool);
   void (*release)(void *pool, void *obj);
   void (*close)(void *pool);
+  const char *(*unavailable)(void);       /* NULL, or why it cannot run here */
 } backend_t;
 
 /* malloc backend: the "pool" is just the object size. */
@@ -27,9 +30,38 @@ static void *malloc_alloc(void *pool) { return malloc((size_t)(uintptr_t)pool); 
 static void malloc_release(void *pool, void *obj) { (void)pool; free(obj); }
 static void malloc_close(void *pool) { (void)pool; }
 
+/* brisk_pool backend: brisk's pools, found in the process (libbrisk
+ * preloaded or linked) by name, so nothing here needs brisk.h or libbrisk at
+ * build time. One unbounded pool per object size, 16-byte alignment. */
+static struct {
+  void *(*pool_new)(size_t object_size, size_t alignment, size_t max_objects);
+  void (*pool_destroy)(void *pool);
+  void *(*pool_alloc)(void *pool);
+  void (*pool_free)(void *pool, void *obj);
+} brisk_api;
+
+static const char *brisk_pool_unavailable(void) {
+  *(void **)&brisk_api.pool_new = dlsym(RTLD_DEFAULT, "brisk_pool_new");
+  *(void **)&brisk_api.pool_destroy = dlsym(RTLD_DEFAULT, "brisk_pool_destroy");
+  *(void **)&brisk_api.pool_alloc = dlsym(RTLD_DEFAULT, "brisk_pool_alloc");
+  *(void **)&brisk_api.pool_free = dlsym(RTLD_DEFAULT, "brisk_pool_free");
+  if (brisk_api.pool_new && brisk_api.pool_destroy && brisk_api.pool_alloc && brisk_api.pool_free) return NULL;
+  return "brisk's pool API is not in this process (run it with LD_PRELOAD=.../libbrisk.so)";
+}
+
+static void *brisk_pool_open(size_t size) {
+  void *pool = brisk_api.pool_new(size, 0, 0);
+  if (!pool) die("brisk_pool_new failed");
+  return pool;
+}
+static void *brisk_pool_alloc_one(void *pool) { return brisk_api.pool_alloc(pool); }
+static void brisk_pool_release(void *pool, void *obj) { brisk_api.pool_free(pool, obj); }
+static void brisk_pool_close(void *pool) { brisk_api.pool_destroy(pool); }
+
 static const backend_t backends[] = {
-    {"malloc", malloc_open, malloc_alloc, malloc_release, malloc_close},
-    /* {"brisk_pool", ...}: add here, under #ifdef BRISK_POOL */
+    {"malloc", malloc_open, malloc_alloc, malloc_release, malloc_close, NULL},
+    {"brisk_pool", brisk_pool_open, brisk_pool_alloc_one, brisk_pool_release, brisk_pool_close,
+     brisk_pool_unavailable},
 };
 
 int main(int argc, char **argv) {
@@ -46,6 +78,11 @@ int main(int argc, char **argv) {
     if (strcmp(backends[i].name, name) == 0) be = &backends[i];
   if (!be) {
     fprintf(stderr, "unknown backend %s\n", name);
+    return 64;
+  }
+  const char *why = be->unavailable ? be->unavailable() : NULL;
+  if (why) {
+    fprintf(stderr, "backend %s: %s\n", name, why);
     return 64;
   }
 

@@ -32,9 +32,16 @@ namespace brisk {
 
 namespace detail {
 
-// brisk_malloc aligns every block of 16 bytes or more to 16; a type whose
-// alignment is larger needs the aligned entry points.
+// brisk_malloc aligns blocks of 16 bytes or more to 16, and smaller ones as
+// malloc must (enough for any object of their size). Other requests, such
+// as over-aligned types or a pmr request for more alignment than bytes,
+// take the aligned entry points.
 inline constexpr std::size_t malloc_alignment = 16;
+
+constexpr bool malloc_aligns(std::size_t bytes, std::size_t alignment) noexcept {
+  return alignment <= 1 ||
+         (alignment <= malloc_alignment && (bytes >= malloc_alignment || bytes % alignment == 0));
+}
 
 [[noreturn]] inline void throw_bad_alloc() {
 #if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
@@ -62,7 +69,7 @@ std::size_t array_bytes(std::size_t n) {
 // The size is only a hint to brisk; an over-aligned block is released
 // unsized so the hint never has to describe alignment padding.
 inline void release(void *p, std::size_t bytes, std::size_t alignment) noexcept {
-  if (alignment <= malloc_alignment)
+  if (malloc_aligns(bytes, alignment))
     brisk_free_sized(p, bytes);
   else
     brisk_free(p);
@@ -92,8 +99,8 @@ class allocator {
 
   [[nodiscard]] T *allocate(std::size_t n) {
     const std::size_t bytes = detail::array_bytes<T>(n);
-    void *p = alignof(T) > detail::malloc_alignment ? brisk_aligned_alloc(alignof(T), bytes)
-                                                    : brisk_malloc(bytes);
+    void *p = detail::malloc_aligns(bytes, alignof(T)) ? brisk_malloc(bytes)
+                                                       : brisk_aligned_alloc(alignof(T), bytes);
     if (!p) detail::throw_bad_alloc();
     return static_cast<T *>(p);
   }
@@ -160,10 +167,12 @@ class heap {
 // ---- brisk::heap_allocator -------------------------------------------------
 
 /// A standard Allocator that allocates from one heap; its blocks go back
-/// with brisk_free like any brisk block. As with std::pmr, a container keeps
-/// the heap it was built on: copy and move assignment and swap do not carry
-/// allocators across (swapping containers on different heaps is undefined),
-/// so a container never ends up on a heap that dies before it does.
+/// with brisk_free like any brisk block. A container using it allocates only
+/// on the heap's thread, but may be destroyed on any thread. As with
+/// std::pmr, a container keeps the heap it was built on: copy and move
+/// assignment and swap do not carry allocators across (swapping containers
+/// on different heaps is undefined), so a container never ends up on a heap
+/// that dies before it does.
 template <class T>
 class heap_allocator {
  public:
@@ -176,15 +185,15 @@ class heap_allocator {
   using is_always_equal = std::false_type;
 
   explicit heap_allocator(brisk_heap_t *h) noexcept : h_(h) {}
-  heap_allocator(heap &h) noexcept : h_(h.get()) {}  // NOLINT: implicit, like pmr's
+  heap_allocator(heap &h) noexcept : h_(h.get()) {}  // implicit, as pmr's from a resource
   template <class U>
   heap_allocator(const heap_allocator<U> &other) noexcept : h_(other.get()) {}  // rebinding
 
   [[nodiscard]] T *allocate(std::size_t n) {
     const std::size_t bytes = detail::array_bytes<T>(n);
-    void *p = alignof(T) > detail::malloc_alignment
-                  ? brisk_heap_aligned_alloc(h_, alignof(T), bytes)
-                  : brisk_heap_malloc(h_, bytes);
+    void *p = detail::malloc_aligns(bytes, alignof(T))
+                  ? brisk_heap_malloc(h_, bytes)
+                  : brisk_heap_aligned_alloc(h_, alignof(T), bytes);
     if (!p) detail::throw_bad_alloc();
     return static_cast<T *>(p);
   }
@@ -226,13 +235,12 @@ class memory_resource : public std::pmr::memory_resource {
   explicit memory_resource(brisk_heap_t *h) noexcept : h_(h) {}
 
   void *do_allocate(std::size_t bytes, std::size_t alignment) override {
+    const bool plain = detail::malloc_aligns(bytes, alignment);
     void *p;
     if (h_)
-      p = alignment > detail::malloc_alignment ? brisk_heap_aligned_alloc(h_, alignment, bytes)
-                                               : brisk_heap_malloc(h_, bytes);
+      p = plain ? brisk_heap_malloc(h_, bytes) : brisk_heap_aligned_alloc(h_, alignment, bytes);
     else
-      p = alignment > detail::malloc_alignment ? brisk_aligned_alloc(alignment, bytes)
-                                               : brisk_malloc(bytes);
+      p = plain ? brisk_malloc(bytes) : brisk_aligned_alloc(alignment, bytes);
     if (!p) detail::throw_bad_alloc();
     return p;
   }

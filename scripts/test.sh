@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Runs every brisk test on a fresh Debian 12 machine:
+#   1. installs what is missing (cmake, g++, libgtest-dev, python3, git, sqlite3)
+#   2. Release build in build/ and its ctest (GoogleTest suites, programs under
+#      LD_PRELOAD=libbrisk.so, the statically linked C++ test)
+#   3. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
+#   4. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
+#   5. scripts/bench.sh --smoke, when that script exists
+# Exits non-zero when anything failed; ends with a summary.
+#
+#   scripts/test.sh                 everything
+#   scripts/test.sh release asan    only the named stages (deps release asan tsan bench)
+#   JOBS=N                          parallel build and test jobs (default: nproc)
+#   BRISK_ASAN_SCALE / BRISK_TSAN_SCALE   BRISK_TEST_SCALE for the sanitizer runs
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+LOGDIR="$ROOT/build-logs"
+mkdir -p "$LOGDIR"
+
+STAGES=("$@")
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release asan tsan bench)
+want() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+
+SUMMARY=()
+FAILED=0
+TOTAL_PASS=0
+TOTAL_FAIL=0
+TOTAL_SKIP=0
+T_START=$(date +%s)
+
+note() { printf '\n==== %s ====\n' "$*"; }
+record() {  # record <stage> <status> <seconds> [detail]
+  SUMMARY+=("$(printf '%-16s %-5s %5ss  %s' "$1" "$2" "$3" "${4:-}")")
+  [ "$2" = FAIL ] && FAILED=1
+  return 0
+}
+
+# ---- 1. dependencies ---------------------------------------------------------
+install_deps() {
+  local missing=() cmd pkg
+  for pair in cmake:cmake g++:g++ gcc:gcc make:make python3:python3 git:git sqlite3:sqlite3 \
+              awk:gawk; do
+    cmd=${pair%%:*}; pkg=${pair#*:}
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "all tools present"
+    return 0
+  fi
+  echo "installing: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "need root (or sudo) to install ${missing[*]}"; return 1; }
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq &&
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# ---- helpers -----------------------------------------------------------------
+# run_ctest <stage> <build-dir> [env...]: runs ctest there, adds to the totals.
+run_ctest() {
+  local stage=$1 dir=$2; shift 2
+  local log="$LOGDIR/$stage-ctest.log" t0 rc launcher=()
+  t0=$(date +%s)
+  if [ -n "${TSAN_LAUNCHER:-}" ] && [ "$stage" = tsan ]; then launcher=($TSAN_LAUNCHER); fi
+  (cd "$dir" && env "$@" "${launcher[@]}" ctest --output-on-failure -j"$JOBS" --timeout 900) 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  local total failed skipped passed
+  total=$(sed -nE 's/.*tests failed out of ([0-9]+).*/\1/p' "$log" | tail -1)
+  failed=$(sed -nE 's/.* ([0-9]+) tests? failed out of.*/\1/p' "$log" | tail -1)
+  skipped=$(sed -n '/The following tests did not run/,/^$/p' "$log" | grep -cE '\((Skipped|Disabled)\)' || true)
+  if [ -z "$total" ]; then
+    record "$stage tests" FAIL $(( $(date +%s) - t0 )) "ctest did not finish (see $log)"
+    TOTAL_FAIL=$((TOTAL_FAIL + 1))
+    return
+  fi
+  failed=${failed:-0}
+  passed=$((total - failed - skipped))
+  TOTAL_PASS=$((TOTAL_PASS + passed))
+  TOTAL_FAIL=$((TOTAL_FAIL + failed))
+  TOTAL_SKIP=$((TOTAL_SKIP + skipped))
+  local status=ok
+  if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ]; then status=FAIL; fi
+  local detail="$passed passed, $failed failed, $skipped skipped"
+  if [ "$failed" -ne 0 ]; then
+    detail+=": $(sed -n '/The following tests FAILED/,$p' "$log" | grep -E '^\s+[0-9]+ - ' |
+                 sed -E 's/^\s+[0-9]+ - //; s/ \(.*//' | tr '\n' ' ')"
+  fi
+  record "$stage tests" "$status" $(( $(date +%s) - t0 )) "$detail"
+}
+
+# build <stage> <dir> <cmake args...>
+build() {
+  local stage=$1 dir=$2; shift 2
+  local t0 log="$LOGDIR/$stage-build.log"
+  t0=$(date +%s)
+  note "$stage: configure and build in $dir"
+  if cmake -S "$ROOT" -B "$ROOT/$dir" -DBRISK_BUILD_TESTS=ON "$@" >"$log" 2>&1 &&
+     cmake --build "$ROOT/$dir" -j"$JOBS" >>"$log" 2>&1; then
+    tail -3 "$log"
+    record "$stage build" ok $(( $(date +%s) - t0 ))
+    return 0
+  fi
+  tail -60 "$log"
+  record "$stage build" FAIL $(( $(date +%s) - t0 )) "see $log"
+  return 1
+}
+
+# ThreadSanitizer of GCC 12 cannot map its shadow with a high ASLR entropy
+# (vm.mmap_rnd_bits > 28): then run its tests with ASLR off.
+tsan_launcher() {
+  local probe
+  probe=$(find "$ROOT/build-tsan/tests" -maxdepth 1 -name test_api -type f | head -1)
+  [ -n "$probe" ] || return 0
+  if "$probe" --gtest_list_tests 2>&1 | grep -q "unexpected memory mapping"; then
+    if setarch "$(uname -m)" -R true 2>/dev/null; then
+      echo "TSan needs ASLR off here: running its tests under setarch -R"
+      TSAN_LAUNCHER="setarch $(uname -m) -R"
+    fi
+  fi
+}
+
+# ---- stages ------------------------------------------------------------------
+if want deps; then
+  note "dependencies"
+  t0=$(date +%s)
+  if install_deps; then record deps ok $(( $(date +%s) - t0 ));
+  else record deps FAIL $(( $(date +%s) - t0 )) "apt-get failed"; fi
+fi
+
+if want release; then
+  if build release build -DCMAKE_BUILD_TYPE=Release -DBRISK_SANITIZE=; then
+    note "release: ctest"
+    run_ctest release build
+  fi
+fi
+
+SAN_COMMON="halt_on_error=1:print_stacktrace=1"
+# The allocator (C) keeps its -O2; the C++ tests build at -O1, which halves
+# their compile time under the sanitizers.
+SAN_CXX_FLAGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g -DNDEBUG")
+if want asan; then
+  if build asan build-asan "${SAN_CXX_FLAGS[@]}" -DBRISK_SANITIZE=address,undefined; then
+    note "asan+ubsan: ctest"
+    run_ctest asan build-asan BRISK_TEST_SCALE="${BRISK_ASAN_SCALE:-0.5}" \
+      ASAN_OPTIONS="$SAN_COMMON:abort_on_error=1:detect_leaks=0:strict_string_checks=1:check_initialization_order=1" \
+      UBSAN_OPTIONS="$SAN_COMMON"
+  fi
+fi
+
+if want tsan; then
+  if build tsan build-tsan "${SAN_CXX_FLAGS[@]}" -DBRISK_SANITIZE=thread; then
+    TSAN_LAUNCHER=""
+    tsan_launcher
+    note "tsan: ctest"
+    run_ctest tsan build-tsan BRISK_TEST_SCALE="${BRISK_TSAN_SCALE:-0.25}" \
+      TSAN_OPTIONS="$SAN_COMMON:second_deadlock_stack=1"
+  fi
+fi
+
+if want bench; then
+  if [ -f scripts/bench.sh ]; then
+    note "benchmark smoke: scripts/bench.sh --smoke"
+    t0=$(date +%s)
+    if bash scripts/bench.sh --smoke 2>&1 | tee "$LOGDIR/bench-smoke.log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+      record "bench smoke" ok $(( $(date +%s) - t0 ))
+    else
+      record "bench smoke" FAIL $(( $(date +%s) - t0 )) "see $LOGDIR/bench-smoke.log"
+    fi
+  else
+    record "bench smoke" skip 0 "scripts/bench.sh not there yet"
+  fi
+fi
+
+note "brisk test summary ($(( $(date +%s) - T_START )) s, logs in build-logs/)"
+for line in "${SUMMARY[@]}"; do echo "$line"; done
+if [ "$FAILED" -ne 0 ]; then echo "RESULT: FAILED"; else echo "RESULT: all passed"; fi
+echo "total: $TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
+exit "$FAILED"

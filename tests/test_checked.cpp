@@ -1,0 +1,350 @@
+// The checked library (brisk_core_checked: the prefixed API with misuse
+// checks): each misuse aborts with a message naming it, and correct use of
+// heaps, pools and the malloc family raises no false alarm.
+//
+// Death tests run in the "threadsafe" style (the child re-executes the test
+// binary), and are skipped under ThreadSanitizer, which does not support
+// forking a threaded process.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using namespace bt;
+
+namespace {
+
+class CheckedDeath : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if BRISK_TEST_TSAN
+    GTEST_SKIP() << "death tests are not run under ThreadSanitizer";
+#endif
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+};
+
+// Keeps the compiler from proving things about pointers passed to free.
+void *volatile g_sink;
+
+void *launder(void *p) {
+  g_sink = p;
+  return g_sink;
+}
+
+}  // namespace
+
+// ---- The malloc family --------------------------------------------------
+
+TEST_F(CheckedDeath, DoubleFreeSmall) {
+  EXPECT_DEATH(
+      {
+        void *p = brisk_malloc(64);
+        brisk_free(p);
+        brisk_free(launder(p));
+      },
+      "double free");
+}
+
+TEST_F(CheckedDeath, DoubleFreeEveryTier) {
+  const size_t sizes[] = {16, 1000, 20000, 300000, 3 * MiB};
+  for (size_t n : sizes) {
+    EXPECT_DEATH(
+        {
+          void *keep = brisk_malloc(n);  // keeps the page in use
+          void *p = brisk_malloc(n);
+          brisk_free(p);
+          brisk_free(launder(p));
+          brisk_free(keep);
+        },
+        "double free")
+        << "size " << n;
+  }
+}
+
+TEST_F(CheckedDeath, DoubleFreeFromAnotherThread) {
+  EXPECT_DEATH(
+      {
+        void *keep = brisk_malloc(128);
+        void *p = brisk_malloc(128);
+        brisk_free(p);
+        std::thread t([p] { brisk_free(launder(p)); });
+        t.join();
+        brisk_free(keep);
+      },
+      "double free");
+}
+
+TEST_F(CheckedDeath, ForeignPointer) {
+  EXPECT_DEATH(
+      {
+        int on_stack[4];
+        std::memset(on_stack, 1, sizeof on_stack);
+        brisk_free(launder(on_stack));
+      },
+      "not allocated by brisk");
+  EXPECT_DEATH(
+      {
+        // glibc's (or the sanitizer's) malloc: brisk_core does not replace it.
+        void *p = std::malloc(100);
+        brisk_free(launder(p));
+      },
+      "not allocated by brisk");
+}
+
+TEST_F(CheckedDeath, InteriorPointer) {
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_malloc(4000));
+        brisk_free(launder(p + 16));
+      },
+      "inside a block");
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(brisk_malloc(3 * MiB));
+        brisk_free(launder(p + 4096));
+      },
+      "inside a block");
+}
+
+// ---- Explicit heaps -------------------------------------------------------
+
+TEST_F(CheckedDeath, HeapAllocatedFromAnotherThread) {
+  EXPECT_DEATH(
+      {
+        brisk_heap_t *heap = brisk_heap_new();
+        std::thread t([heap] { g_sink = brisk_heap_malloc(heap, 32); });
+        t.join();
+      },
+      "brisk_heap_malloc.*does not own");
+  EXPECT_DEATH(
+      {
+        brisk_heap_t *heap = brisk_heap_new();
+        std::thread t([heap] { g_sink = brisk_heap_calloc(heap, 4, 8); });
+        t.join();
+      },
+      "brisk_heap_calloc.*does not own");
+  EXPECT_DEATH(
+      {
+        brisk_heap_t *heap = brisk_heap_new();
+        void *p = brisk_heap_malloc(heap, 10);
+        std::thread t([=] { g_sink = brisk_heap_realloc(heap, p, 100); });
+        t.join();
+      },
+      "brisk_heap_realloc.*does not own");
+  EXPECT_DEATH(
+      {
+        brisk_heap_t *heap = brisk_heap_new();
+        std::thread t([heap] { g_sink = brisk_heap_aligned_alloc(heap, 64, 64); });
+        t.join();
+      },
+      "brisk_heap_aligned_alloc.*does not own");
+}
+
+TEST_F(CheckedDeath, NotAHeap) {
+  EXPECT_DEATH(
+      {
+        static unsigned char fake[64 * 1024];  // zeroed: no heap looks like this
+        g_sink = brisk_heap_malloc(reinterpret_cast<brisk_heap_t *>(fake), 32);
+      },
+      "not a heap");
+}
+
+// Known discrepancy (reported): brisk.h ties only allocation to the creating
+// thread, and the release library lets another thread destroy a heap whose
+// owner has exited (test_heaps: DestroyedByAnotherThreadAfterItsOwnerExits),
+// but the checked library aborts ("used from a thread that does not own
+// it") on destroy, reset and set_max_bytes from any other thread. Enable once
+// the header or the checked library is settled.
+TEST_F(CheckedDeath, DISABLED_HeapDestroyedByAnotherThreadAfterOwnerExits) {
+  EXPECT_EXIT(
+      {
+        brisk_heap_t *heap = nullptr;
+        void *p = nullptr;
+        std::thread t([&] {
+          heap = brisk_heap_new();
+          p = brisk_heap_malloc(heap, 100);
+        });
+        t.join();
+        brisk_free(p);
+        brisk_heap_destroy(heap);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// ---- Pools ------------------------------------------------------------------
+
+TEST_F(CheckedDeath, PoolDoubleFree) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        void *keep = brisk_pool_alloc(pool);
+        void *p = brisk_pool_alloc(pool);
+        brisk_pool_free(pool, p);
+        brisk_pool_free(pool, launder(p));
+        brisk_pool_free(pool, keep);
+      },
+      "double free");
+}
+
+TEST_F(CheckedDeath, PoolPointerFromAnotherPool) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *a = brisk_pool_new(64, 0, 0);
+        brisk_pool_t *b = brisk_pool_new(64, 0, 0);
+        void *p = brisk_pool_alloc(a);
+        brisk_pool_free(b, launder(p));
+      },
+      "another pool");
+}
+
+TEST_F(CheckedDeath, PoolPointerFromOutside) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        g_sink = brisk_pool_alloc(pool);
+        unsigned char on_stack[64] = {0};
+        brisk_pool_free(pool, launder(on_stack));
+      },
+      "not allocated from any pool");
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        g_sink = brisk_pool_alloc(pool);
+        void *p = brisk_malloc(64);  // brisk's, but no pool's
+        brisk_pool_free(pool, launder(p));
+      },
+      "not allocated from any pool");
+}
+
+TEST_F(CheckedDeath, PoolInteriorPointer) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        char *p = static_cast<char *>(brisk_pool_alloc(pool));
+        brisk_pool_free(pool, launder(p + 8));
+      },
+      "not the start of an object");
+}
+
+TEST_F(CheckedDeath, PoolWriteAfterFree) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        void *keep = brisk_pool_alloc(pool);
+        unsigned char *p = static_cast<unsigned char *>(brisk_pool_alloc(pool));
+        brisk_pool_free(pool, p);
+        static_cast<unsigned char *>(launder(p))[40] = 0x42;  // a stale write
+        // The freed object is the next one handed out; the write shows then.
+        for (int i = 0; i < 4; ++i) g_sink = brisk_pool_alloc(pool);
+        brisk_pool_free(pool, keep);
+      },
+      "written after it was freed");
+}
+
+TEST_F(CheckedDeath, PoolUsedAfterDestroy) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        brisk_pool_destroy(pool);
+        g_sink = brisk_pool_alloc(static_cast<brisk_pool_t *>(launder(pool)));
+      },
+      "not a live pool");
+}
+
+// ---- No false alarms --------------------------------------------------------
+
+TEST(Checked, CorrectUseRaisesNoAlarm) {
+  // Everything here is legal; the checked library must let it all through.
+  const int nthreads = 3;
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  brisk_pool_t *shared_pool = brisk_pool_new(96, 32, 0);
+  ASSERT_NE(shared_pool, nullptr);
+  std::vector<std::vector<void *>> handoff(nthreads);
+  std::vector<std::vector<void *>> pool_handoff(nthreads);
+  for (int t = 0; t < nthreads; ++t)
+    threads.emplace_back([&, t] {
+      Rng rng(static_cast<uint64_t>(t) + 11);
+      std::vector<std::pair<void *, size_t>> live;
+      for (int i = 0; i < 20000; ++i) {
+        size_t k = rng.below(10);
+        if (k < 5 || live.empty()) {
+          size_t n = random_size(rng, 2 * MiB);
+          void *p = k == 0 ? brisk_aligned_alloc(static_cast<size_t>(1) << rng.range(4, 12), n)
+                   : k == 1 ? brisk_calloc(1, n)
+                            : brisk_malloc(n);
+          if (!p) { bad++; continue; }
+          fill(p, n < 64 ? n : 64, static_cast<uint64_t>(i));
+          live.emplace_back(p, n);
+        } else if (k < 7) {
+          size_t j = rng.below(live.size());
+          size_t n = random_size(rng, 2 * MiB);
+          void *q = brisk_realloc(live[j].first, n);
+          if (!q) { bad++; continue; }
+          live[j] = {q, n};
+        } else {
+          size_t j = rng.below(live.size());
+          brisk_free(live[j].first);
+          live[j] = live.back();
+          live.pop_back();
+        }
+      }
+      // Half freed here, half handed to the next thread.
+      for (size_t i = 0; i < live.size(); ++i) {
+        if (i % 2) handoff[t].push_back(live[i].first);
+        else brisk_free(live[i].first);
+      }
+      brisk_heap_t *heap = brisk_heap_new();
+      for (int i = 0; i < 1000; ++i) {
+        void *p = i % 3 ? brisk_heap_malloc(heap, 48 + static_cast<size_t>(i)) :
+                          brisk_heap_aligned_alloc(heap, 256, 100);
+        if (!p) bad++;
+        if (i % 4 == 0) brisk_free(p);
+      }
+      if (t % 2) brisk_heap_reset(heap);
+      brisk_heap_destroy(heap);
+      for (int i = 0; i < 3000; ++i) {
+        void *p = brisk_pool_alloc(shared_pool);
+        if (!p) { bad++; continue; }
+        std::memset(p, i, 96);
+        if (i % 2) pool_handoff[t].push_back(p);
+        else brisk_pool_free(shared_pool, p);
+      }
+    });
+  for (auto &th : threads) th.join();
+  // Frees of other (exited) threads' blocks and pool objects.
+  std::thread last([&] {
+    for (auto &v : handoff)
+      for (void *p : v) brisk_free(p);
+    for (auto &v : pool_handoff)
+      for (void *p : v) brisk_pool_free(shared_pool, p);
+  });
+  last.join();
+  EXPECT_EQ(bad.load(), 0);
+  brisk_pool_stats_t st;
+  brisk_pool_stats(shared_pool, &st);
+  EXPECT_EQ(st.live_objects, 0u);
+  brisk_pool_destroy(shared_pool);
+  EXPECT_EQ(brisk_check_heap(), BRISK_CHECK_OK) << brisk_check_message();
+}
+
+TEST(Checked, PoolPoisonsFreedObjects) {
+  // The checked library fills a freed object with 0xDD past its link word.
+  brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+  ASSERT_NE(pool, nullptr);
+  void *keep = brisk_pool_alloc(pool);
+  unsigned char *p = static_cast<unsigned char *>(brisk_pool_alloc(pool));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x11, 64);
+  brisk_pool_free(pool, p);
+  size_t poisoned = 0;
+  for (size_t i = sizeof(void *); i < 64; ++i) poisoned += p[i] == 0xDD;
+  EXPECT_EQ(poisoned, 64 - sizeof(void *));
+  brisk_pool_free(pool, keep);
+  brisk_pool_destroy(pool);
+}

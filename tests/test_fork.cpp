@@ -1,0 +1,152 @@
+// fork from a multi-threaded program whose threads are busy allocating: the
+// child must be able to allocate and free blocks of every size (and free
+// blocks it inherited), then exit 0.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using namespace bt;
+
+namespace {
+
+struct Block {
+  void *p;
+  size_t n;
+  uint64_t seed;
+};
+
+// Runs in the child: no gtest, no stdio, only brisk and _exit. The exit code
+// tells the parent what went wrong.
+[[noreturn]] void child_work(std::vector<Block> &inherited, size_t iters) {
+  alarm(60);  // a deadlock becomes SIGALRM instead of a hang
+  // Blocks made before the fork are intact and can be freed here.
+  for (Block &b : inherited) {
+    if (!check(b.p, b.n, b.seed)) _exit(10);
+    brisk_free(b.p);
+  }
+  Rng rng(getpid());
+  std::vector<Block> live;
+  live.reserve(512);
+  for (size_t i = 0; i < iters; ++i) {
+    size_t n = random_size(rng, 8 * MiB);
+    void *p = brisk_malloc(n);
+    if (!p) _exit(11);
+    Block b{p, n, i * 7 + 3};
+    fill(p, n, b.seed);
+    live.push_back(b);
+    if (live.size() >= 256 || rng.below(3) == 0) {
+      size_t k = rng.below(live.size());
+      if (!check(live[k].p, live[k].n, live[k].seed)) _exit(12);
+      brisk_free(live[k].p);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  // A thread in the child too.
+  std::atomic<int> thread_ok{0};
+  std::thread t([&] {
+    std::vector<void *> v;
+    for (int i = 0; i < 2000; ++i) {
+      void *p = brisk_malloc(static_cast<size_t>(i % 700) + 1);
+      if (!p) return;
+      std::memset(p, 3, static_cast<size_t>(i % 700) + 1);
+      v.push_back(p);
+    }
+    for (void *p : v) brisk_free(p);
+    thread_ok = 1;
+  });
+  t.join();
+  if (!thread_ok) _exit(13);
+  void *huge = brisk_malloc(64 * MiB);
+  if (!huge) _exit(14);
+  std::memset(huge, 9, 64 * MiB);
+  huge = brisk_realloc(huge, 130 * MiB);
+  if (!huge) _exit(15);
+  brisk_free(huge);
+  for (Block &b : live) {
+    if (!check(b.p, b.n, b.seed)) _exit(16);
+    brisk_free(b.p);
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+TEST(Fork, ChildOfBusyThreadsCanAllocate) {
+#if BRISK_TEST_TSAN
+  GTEST_SKIP() << "fork of a multi-threaded process is not supported under ThreadSanitizer";
+#endif
+  const size_t kThreads = 3;
+  const int forks = static_cast<int>(scaled(12, 3));
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> thread_errors{0};
+  std::vector<std::thread> busy;
+  for (size_t t = 0; t < kThreads; ++t)
+    busy.emplace_back([&, t] {
+      Rng rng(t + 17);
+      std::vector<void *> keep(64, nullptr);
+      while (!stop.load(std::memory_order_relaxed)) {
+        size_t n = random_size(rng, 2 * MiB);
+        void *p = brisk_malloc(n);
+        if (!p) {
+          thread_errors++;
+          continue;
+        }
+        static_cast<unsigned char *>(p)[0] = 1;
+        static_cast<unsigned char *>(p)[n - 1] = 2;
+        size_t k = rng.below(keep.size());
+        brisk_free(keep[k]);
+        keep[k] = p;
+      }
+      for (void *p : keep) brisk_free(p);
+    });
+
+  int failures = 0;
+  for (int f = 0; f < forks; ++f) {
+    // Some blocks the child will inherit and free.
+    std::vector<Block> inherited;
+    for (size_t i = 0; i < 200; ++i) {
+      size_t n = 1 + (i * 977) % (i % 10 == 0 ? 2 * MiB : 4000);
+      void *p = brisk_malloc(n);
+      ASSERT_NE(p, nullptr);
+      Block b{p, n, static_cast<uint64_t>(f * 1000 + i)};
+      fill(p, n, b.seed);
+      inherited.push_back(b);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // threads mid-work
+    pid_t pid = fork();
+    ASSERT_NE(pid, -1) << "fork failed: " << std::strerror(errno);
+    if (pid == 0) child_work(inherited, scaled(2000, 300));
+    int status = 0;
+    pid_t w;
+    do {
+      w = waitpid(pid, &status, 0);
+    } while (w == -1 && errno == EINTR);
+    ASSERT_EQ(w, pid);
+    if (WIFEXITED(status)) {
+      EXPECT_EQ(WEXITSTATUS(status), 0) << "fork " << f << ": child exited with code "
+                                        << WEXITSTATUS(status) << " (see child_work)";
+      failures += WEXITSTATUS(status) != 0;
+    } else if (WIFSIGNALED(status)) {
+      ADD_FAILURE() << "fork " << f << ": child killed by signal " << WTERMSIG(status)
+                    << (WTERMSIG(status) == SIGALRM ? " (deadlock: 60 s alarm)" : "");
+      ++failures;
+    }
+    // The parent's copies are untouched by whatever the child did.
+    for (Block &b : inherited) {
+      EXPECT_TRUE(check(b.p, b.n, b.seed));
+      brisk_free(b.p);
+    }
+    if (failures > 2) break;
+  }
+  stop = true;
+  for (auto &t : busy) t.join();
+  EXPECT_EQ(thread_errors.load(), 0u);
+}

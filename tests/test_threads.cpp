@@ -1,0 +1,322 @@
+// Multi-threaded stress: random sizes over every tier, each block filled with a
+// pattern derived from (thread, round, index); half of the blocks are handed
+// to other threads, which check every byte and free them (some after a
+// realloc); the owners check and free the rest.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+using namespace bt;
+
+namespace {
+
+struct Block {
+  void *p;
+  size_t n;
+  uint64_t seed;
+};
+
+uint64_t seed_of(size_t thread, size_t round, size_t index) {
+  return (static_cast<uint64_t>(thread) << 48) ^ (static_cast<uint64_t>(round) << 32) ^ index;
+}
+
+struct Errors {
+  std::atomic<size_t> count{0};
+  std::mutex m;
+  std::string first;
+  void add(const std::string &what) {
+    if (count.fetch_add(1) == 0) {
+      std::lock_guard<std::mutex> g(m);
+      first = what;
+    }
+  }
+};
+
+struct Mailbox {
+  std::mutex m;
+  std::vector<Block> items;
+  void put(const Block &b) {
+    std::lock_guard<std::mutex> g(m);
+    items.push_back(b);
+  }
+  std::vector<Block> take() {
+    std::lock_guard<std::mutex> g(m);
+    std::vector<Block> out;
+    out.swap(items);
+    return out;
+  }
+};
+
+std::string describe(const char *who, size_t tid, const Block &b, size_t bad) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s (thread %zu): block %p of %zu B, seed %llx: byte %zu wrong",
+                who, tid, b.p, b.n, static_cast<unsigned long long>(b.seed), bad);
+  return buf;
+}
+
+// Verify a block received from another thread, sometimes realloc it first,
+// then free it.
+void consume(size_t tid, Block b, Rng &rng, Errors &err, std::atomic<size_t> &freed) {
+  size_t bad = first_mismatch(b.p, b.n, b.seed);
+  if (bad != SIZE_MAX) err.add(describe("receiver", tid, b, bad));
+  if (!brisk_owns(b.p)) err.add(describe("receiver: not owned", tid, b, 0));
+  if (brisk_usable_size(b.p) < b.n) err.add(describe("receiver: usable < size", tid, b, 0));
+  if (rng.below(8) == 0) {
+    // A realloc of a block owned by another thread.
+    size_t n2 = random_size(rng, 2 * MiB);
+    void *q = brisk_realloc(b.p, n2);
+    if (!q) {
+      err.add(describe("receiver: realloc failed", tid, b, 0));
+    } else {
+      size_t keep = b.n < n2 ? b.n : n2;
+      bad = first_mismatch(q, keep, b.seed);
+      if (bad != SIZE_MAX) err.add(describe("receiver after realloc", tid, b, bad));
+      b.p = q;
+    }
+  }
+  brisk_free(b.p);
+  freed.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+TEST(Threads, StressHandOffHalfAcrossThreads) {
+  const size_t kThreads = 8;
+  const size_t rounds = scaled(4, 1);
+  const size_t per_round = scaled(1000, 50);
+  const size_t max_huge = BRISK_TEST_SANITIZED ? 2 * MiB : 4 * MiB;
+
+  std::vector<Mailbox> boxes(kThreads);
+  Errors err;
+  std::atomic<size_t> allocated{0}, freed{0};
+  std::atomic<size_t> producers_done{0};
+
+  auto worker = [&](size_t tid) {
+    Rng rng(tid * 7919 + 1);
+    for (size_t round = 0; round < rounds; ++round) {
+      std::vector<Block> mine;
+      mine.reserve(per_round);
+      for (size_t i = 0; i < per_round; ++i) {
+        size_t n = random_size(rng, max_huge);
+        void *p = brisk_malloc(n);
+        if (!p) {
+          err.add("malloc(" + std::to_string(n) + ") failed");
+          continue;
+        }
+        allocated.fetch_add(1, std::memory_order_relaxed);
+        Block b{p, n, seed_of(tid, round, i)};
+        fill(p, n, b.seed);
+        if (i & 1) {
+          size_t to = (tid + 1 + rng.below(kThreads - 1)) % kThreads;  // never self
+          boxes[to].put(b);
+        } else {
+          mine.push_back(b);
+        }
+        // Serve the mailbox now and then, so frees from other threads happen
+        // while this thread is allocating.
+        if (i % 64 == 63)
+          for (Block &r : boxes[tid].take()) consume(tid, r, rng, err, freed);
+      }
+      for (Block &b : mine) {
+        size_t bad = first_mismatch(b.p, b.n, b.seed);
+        if (bad != SIZE_MAX) err.add(describe("owner", tid, b, bad));
+        if (rng.below(2))
+          brisk_free(b.p);
+        else
+          brisk_free_sized(b.p, b.n);
+        freed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    producers_done.fetch_add(1);
+    // Keep serving until every producer has finished, then a last drain.
+    while (producers_done.load() < kThreads) {
+      std::vector<Block> got = boxes[tid].take();
+      if (got.empty()) std::this_thread::yield();
+      for (Block &r : got) consume(tid, r, rng, err, freed);
+    }
+    for (Block &r : boxes[tid].take()) consume(tid, r, rng, err, freed);
+  };
+
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < kThreads; ++t) ts.emplace_back(worker, t);
+  for (auto &t : ts) t.join();
+  // Anything sent after a receiver's final drain (cannot happen, but be sure).
+  for (size_t t = 0; t < kThreads; ++t) {
+    Rng rng(t);
+    for (Block &r : boxes[t].take()) consume(t, r, rng, err, freed);
+  }
+
+  EXPECT_EQ(err.count.load(), 0u) << "first error: " << err.first;
+  EXPECT_EQ(allocated.load(), freed.load());
+  EXPECT_EQ(allocated.load(), kThreads * rounds * per_round);
+}
+
+TEST(Threads, ProducerConsumerRemoteFree) {
+  // Two threads allocate small blocks; two others free them: the remote-free
+  // path under steady load.
+  const size_t per_producer = scaled(200000, 5000);
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<Block> q;
+  bool done = false;
+  Errors err;
+  std::atomic<size_t> consumed{0};
+
+  auto producer = [&](size_t tid) {
+    Rng rng(tid + 100);
+    std::vector<Block> batch;
+    for (size_t i = 0; i < per_producer; ++i) {
+      size_t n = rng.range(8, 1024);
+      void *p = brisk_malloc(n);
+      if (!p) {
+        err.add("malloc failed");
+        continue;
+      }
+      Block b{p, n, seed_of(tid, 0, i)};
+      fill(p, n, b.seed);
+      batch.push_back(b);
+      if (batch.size() == 256) {
+        {
+          std::lock_guard<std::mutex> g(m);
+          q.insert(q.end(), batch.begin(), batch.end());
+        }
+        cv.notify_one();
+        batch.clear();
+      }
+    }
+    std::lock_guard<std::mutex> g(m);
+    q.insert(q.end(), batch.begin(), batch.end());
+    cv.notify_all();
+  };
+  auto consumer = [&](size_t tid) {
+    for (;;) {
+      std::vector<Block> got;
+      {
+        std::unique_lock<std::mutex> g(m);
+        cv.wait(g, [&] { return !q.empty() || done; });
+        if (q.empty() && done) return;
+        while (!q.empty() && got.size() < 512) {
+          got.push_back(q.front());
+          q.pop_front();
+        }
+      }
+      for (Block &b : got) {
+        size_t bad = first_mismatch(b.p, b.n, b.seed);
+        if (bad != SIZE_MAX) err.add(describe("consumer", tid, b, bad));
+        brisk_free(b.p);
+        consumed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  };
+  std::thread p1(producer, 1), p2(producer, 2), c1(consumer, 3), c2(consumer, 4);
+  p1.join();
+  p2.join();
+  {
+    std::lock_guard<std::mutex> g(m);
+    done = true;
+  }
+  cv.notify_all();
+  c1.join();
+  c2.join();
+  EXPECT_EQ(err.count.load(), 0u) << "first error: " << err.first;
+  EXPECT_EQ(consumed.load(), 2 * per_producer);
+}
+
+TEST(Threads, SharedSlotsRandomCrossFree) {
+  // Threads swap blocks in and out of shared slots, so any thread may free a
+  // block made by any other, at any size, while all of them allocate.
+  const size_t kThreads = 4;
+  const size_t kSlots = 2048;
+  const size_t iters = scaled(60000, 2000);
+  std::vector<std::atomic<Block *>> slots(kSlots);
+  for (auto &s : slots) s.store(nullptr);
+  Errors err;
+
+  auto worker = [&](size_t tid) {
+    Rng rng(tid * 31 + 7);
+    for (size_t i = 0; i < iters; ++i) {
+      Block *nb = nullptr;
+      if (rng.below(4) != 0) {
+        size_t n = rng.below(50) == 0 ? random_size(rng, 1 * MiB) : rng.range(1, 2048);
+        void *p = brisk_malloc(n);
+        if (!p) {
+          err.add("malloc failed");
+          continue;
+        }
+        // The descriptor itself comes from brisk too.
+        nb = static_cast<Block *>(brisk_malloc(sizeof(Block)));
+        if (!nb) {
+          err.add("malloc(Block) failed");
+          brisk_free(p);
+          continue;
+        }
+        *nb = Block{p, n, seed_of(tid, 1, i)};
+        fill(p, n, nb->seed);
+      }
+      Block *old = slots[rng.below(kSlots)].exchange(nb, std::memory_order_acq_rel);
+      if (old) {
+        size_t bad = first_mismatch(old->p, old->n, old->seed);
+        if (bad != SIZE_MAX) err.add(describe("slot", tid, *old, bad));
+        brisk_free(old->p);
+        brisk_free(old);
+      }
+    }
+  };
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < kThreads; ++t) ts.emplace_back(worker, t);
+  for (auto &t : ts) t.join();
+  for (auto &s : slots) {
+    Block *b = s.load();
+    if (!b) continue;
+    size_t bad = first_mismatch(b->p, b->n, b->seed);
+    if (bad != SIZE_MAX) err.add(describe("final", 99, *b, bad));
+    brisk_free(b->p);
+    brisk_free(b);
+  }
+  EXPECT_EQ(err.count.load(), 0u) << "first error: " << err.first;
+}
+
+TEST(Threads, ConcurrentCallocAndAlignedAreCorrect) {
+  // calloc zeroing and alignment hold when many threads recycle blocks.
+  const size_t kThreads = 4;
+  const size_t iters = scaled(20000, 1000);
+  Errors err;
+  auto worker = [&](size_t tid) {
+    Rng rng(tid + 555);
+    for (size_t i = 0; i < iters; ++i) {
+      size_t n = rng.below(20) == 0 ? rng.range(4096, 300000) : rng.range(1, 3000);
+      if (i & 1) {
+        unsigned char *p = static_cast<unsigned char *>(brisk_calloc(1, n));
+        if (!p) {
+          err.add("calloc failed");
+          continue;
+        }
+        if (!all_zero(p, n)) err.add("calloc(" + std::to_string(n) + ") not zeroed");
+        std::memset(p, 0xEE, n);
+        brisk_free(p);
+      } else {
+        size_t a = static_cast<size_t>(16) << rng.below(9);  // 16 .. 4096
+        void *p = brisk_aligned_alloc(a, n);
+        if (!p) {
+          err.add("aligned_alloc failed");
+          continue;
+        }
+        if (!aligned_to(p, a)) err.add("aligned_alloc(" + std::to_string(a) + ") misaligned");
+        std::memset(p, 0xDD, n);
+        brisk_free(p);
+      }
+    }
+  };
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < kThreads; ++t) ts.emplace_back(worker, t);
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(err.count.load(), 0u) << "first error: " << err.first;
+}

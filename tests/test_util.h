@@ -1,0 +1,183 @@
+// Helpers shared by the brisk GoogleTest suites.
+//
+// The suites call only the prefixed API (brisk_malloc, ...) so that they also
+// run in the sanitizer builds, where brisk is compiled into the test binary
+// without its malloc override.
+#ifndef BRISK_TEST_UTIL_H
+#define BRISK_TEST_UTIL_H
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "brisk.h"
+
+// Set by tests/CMakeLists.txt from the BRISK_SANITIZE cache variable.
+#ifndef BRISK_TEST_ASAN
+#define BRISK_TEST_ASAN 0
+#endif
+#ifndef BRISK_TEST_TSAN
+#define BRISK_TEST_TSAN 0
+#endif
+#define BRISK_TEST_SANITIZED (BRISK_TEST_ASAN || BRISK_TEST_TSAN)
+
+namespace bt {
+
+constexpr size_t KiB = 1024;
+constexpr size_t MiB = 1024 * KiB;
+
+// BRISK_TEST_SCALE (a positive number, default 1) scales the work done by the
+// stress tests; the sanitizer runs use a fraction of it.
+inline double scale() {
+  const char *s = std::getenv("BRISK_TEST_SCALE");
+  if (!s || !*s) return 1.0;
+  double v = std::strtod(s, nullptr);
+  return v > 0 ? v : 1.0;
+}
+
+// n scaled by BRISK_TEST_SCALE, at least lo.
+inline size_t scaled(size_t n, size_t lo = 1) {
+  double v = static_cast<double>(n) * scale();
+  size_t r = static_cast<size_t>(v);
+  return r < lo ? lo : r;
+}
+
+// Resident set size in bytes, read from /proc/self/statm with plain system
+// calls (no stdio, so no allocation disturbs what is measured).
+inline size_t rss_bytes() {
+  int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[256];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long size = 0, resident = 0;
+  if (std::sscanf(buf, "%lu %lu", &size, &resident) != 2) return 0;
+  return static_cast<size_t>(resident) * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+inline std::string mib(size_t bytes) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / MiB);
+  return b;
+}
+
+// A cheap 64-bit mixer (splitmix64 finaliser).
+inline uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// Deterministic byte pattern: byte i of a block tagged `seed` depends on both,
+// so a block overwritten by another block's pattern, shifted, or zeroed is
+// detected. The value of byte i does not depend on the block's size, so a
+// prefix kept by realloc can be checked against the same seed.
+inline uint64_t pattern_word(uint64_t seed, size_t word_index) {
+  return mix(seed ^ (static_cast<uint64_t>(word_index) * 0xD6E8FEB86659FD93ULL));
+}
+
+inline void fill(void *p, size_t n, uint64_t seed, size_t from = 0) {
+  unsigned char *b = static_cast<unsigned char *>(p);
+  size_t i = from;
+  // leading partial word
+  while (i < n && (i & 7)) {
+    b[i] = static_cast<unsigned char>(pattern_word(seed, i >> 3) >> ((i & 7) * 8));
+    ++i;
+  }
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = pattern_word(seed, i >> 3);
+    std::memcpy(b + i, &w, 8);
+  }
+  for (; i < n; ++i)
+    b[i] = static_cast<unsigned char>(pattern_word(seed, i >> 3) >> ((i & 7) * 8));
+}
+
+// Returns the offset of the first byte in [0, n) that does not hold the
+// pattern, or SIZE_MAX when all match.
+inline size_t first_mismatch(const void *p, size_t n, uint64_t seed) {
+  const unsigned char *b = static_cast<const unsigned char *>(p);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w = pattern_word(seed, i >> 3), got;
+    std::memcpy(&got, b + i, 8);
+    if (got != w) break;
+  }
+  for (; i < n; ++i) {
+    unsigned char want =
+        static_cast<unsigned char>(pattern_word(seed, i >> 3) >> ((i & 7) * 8));
+    if (b[i] != want) return i;
+  }
+  return SIZE_MAX;
+}
+
+inline bool check(const void *p, size_t n, uint64_t seed) {
+  return first_mismatch(p, n, seed) == SIZE_MAX;
+}
+
+inline bool all_zero(const void *p, size_t n) {
+  static const unsigned char zeros[64 * 1024] = {};
+  const unsigned char *b = static_cast<const unsigned char *>(p);
+  while (n) {
+    size_t k = n < sizeof zeros ? n : sizeof zeros;
+    if (std::memcmp(b, zeros, k) != 0) return false;
+    b += k;
+    n -= k;
+  }
+  return true;
+}
+
+inline bool aligned_to(const void *p, size_t a) {
+  return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;
+}
+
+// A small deterministic PRNG for the tests.
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(mix(seed) | 1) {}
+  uint64_t next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  size_t below(size_t n) { return n ? static_cast<size_t>(next() % n) : 0; }
+  size_t range(size_t lo, size_t hi) { return lo + below(hi - lo + 1); }  // inclusive
+};
+
+// Sizes over every tier: mostly small, some medium/large, a few huge.
+inline size_t random_size(Rng &r, size_t max_huge = 4 * MiB) {
+  size_t k = r.below(1000);
+  if (k < 700) return r.range(1, 512);
+  if (k < 900) return r.range(513, 32 * KiB);
+  if (k < 975) return r.range(32 * KiB + 1, 512 * KiB);
+  if (k < 995 || max_huge <= 1 * MiB) return r.range(512 * KiB + 1, 1 * MiB);
+  return r.range(1 * MiB + 1, max_huge);
+}
+
+// One representative size list covering every tier from tiny to huge.
+inline const size_t *tier_sizes(size_t *count) {
+  static const size_t sizes[] = {
+      1,          8,          15,         16,         17,         24,
+      32,         48,         64,         100,        128,        255,
+      256,        500,        1000,       1024,       2000,       4096,
+      5000,       8192,       10000,      16384,      20000,      32 * KiB,
+      32 * KiB + 1, 40000,    64 * KiB,   100000,     128 * KiB,  200000,
+      256 * KiB,  500000,     512 * KiB,  900000,     1 * MiB,    1 * MiB + 1,
+      1500000,    2 * MiB,    3 * MiB + 5, 4 * MiB,   8 * MiB,    16 * MiB + 3,
+      32 * MiB,   64 * MiB};
+  *count = sizeof sizes / sizeof sizes[0];
+  return sizes;
+}
+
+}  // namespace bt
+
+#endif
