@@ -108,8 +108,9 @@ WORKLOADS = [
      [("short threads per second", ["threads_per_s"], +1),
       ("RSS, MiB", ["rss_early_mb", "rss_end_mb", "peak_rss_mb"], -1)]),
     ("fixed", "7. Fixed-size objects",
-     "Many objects of one size allocated in bulk, then all freed "
-     "(backend `malloc`; a pool backend joins as another row).",
+     "Many objects of one size allocated in bulk, then all freed: with each allocator's "
+     "`malloc`, and with brisk's pool API (`brisk_pool`, brisk only, compared with the "
+     "peers' best `malloc`).",
      [("M objects/s (alloc + free)", ["mops"], +1)]),
 ]
 
@@ -126,11 +127,11 @@ def plan(mode, ncpu, only):
     p = MODES[mode]
     jobs = []
 
-    def add(workload, est, **args):
+    def add(workload, est, only_alloc=None, **args):
         if only and workload not in only:
             return
         jobs.append({"id": len(jobs), "workload": workload, "prog": workload,
-                     "args": args, "est": est + 0.05})
+                     "args": args, "est": est + 0.05, "only_alloc": only_alloc})
 
     both = sorted({1, ncpu})
     s = p["sweep"]
@@ -151,7 +152,14 @@ def plan(mode, ncpu, only):
     add("large", g["count"] * 0.02 + (g["ms"] + g["settle_ms"]) / 1000, **g)
     add("churn", p["churn"]["ms"] / 1000, **p["churn"])
     add("fixed", 4 * p["fixed"]["ms"] / 1000, **p["fixed"])
+    # brisk's pool API, under brisk only; its rows are compared with the
+    # peers' malloc rows of the same size.
+    add("fixed", 4 * p["fixed"]["ms"] / 1000, only_alloc="brisk", backend="brisk_pool", **p["fixed"])
     return jobs
+
+
+def job_allocs(job, allocs):
+    return [a for a in allocs if not job.get("only_alloc") or a["name"] == job["only_alloc"]]
 
 
 # ---- running -------------------------------------------------------------------
@@ -339,13 +347,20 @@ def cell(row, metric, alloc):
     return text
 
 
-def ratio_cell(row, metric, better, names):
+def ratio_cell(row, metric, better, names, rows):
     stats_of = row["metrics"].get(metric, {})
     if "brisk" not in names:
         return "n/a"
     if "brisk" not in stats_of:
         return "**brisk failed**" if row["failed"].get("brisk") else "—"
-    peers = [(st["median"], a) for a, st in stats_of.items() if a != "brisk"]
+    # A brisk-only row (an API of brisk's own) is compared with the peers in
+    # the row it stands beside ("64 B, brisk_pool" with "64 B, malloc").
+    peer_row = row
+    if row["case"].endswith(", brisk_pool"):
+        twin = row["case"][:-len("brisk_pool")] + "malloc"
+        peer_row = next((r for r in rows if r["case"] == twin), row)
+    peers = [(st["median"], a) for a, st in peer_row["metrics"].get(metric, {}).items()
+             if a != "brisk"]
     if not peers:
         return "—"
     best, who = max(peers) if better > 0 else min(peers)
@@ -397,7 +412,7 @@ def report(meta, allocs, jobs, summary, runs, plots):
                         row["case"], METRIC_LABELS.get(metric, metric))
                     lines.append("| %s | %s | %s |" % (
                         label, " | ".join(cell(row, metric, a) for a in names),
-                        ratio_cell(row, metric, better, names)))
+                        ratio_cell(row, metric, better, names, rows)))
             if not lines:
                 continue
             out += ["", "**%s** (%s is better)" % (ttitle, "higher" if better > 0 else "lower"), ""]
@@ -519,11 +534,16 @@ def main():
             "params": {k: v for k, v in mode.items()}}
 
     runs = []
-    progress = Progress(reps * len(allocs) * sum(j["est"] for j in jobs), reps * len(allocs) * len(jobs))
+    jobs = [j for j in jobs if job_allocs(j, allocs)]
+    for i, job in enumerate(jobs):
+        job["id"] = i
+    progress = Progress(reps * sum(len(job_allocs(j, allocs)) * j["est"] for j in jobs),
+                        reps * sum(len(job_allocs(j, allocs)) for j in jobs))
     for rep in range(reps):
         for job in jobs:
-            k = (rep + job["id"]) % len(allocs)
-            for alloc in allocs[k:] + allocs[:k]:
+            mine = job_allocs(job, allocs)
+            k = (rep + job["id"]) % len(mine)
+            for alloc in mine[k:] + mine[:k]:
                 progress.show("rep %d/%d %s %s" % (rep + 1, reps, job_label(job), alloc["name"]))
                 run = run_one(job, alloc, mode["timeout"])
                 run["rep"] = rep

@@ -78,6 +78,9 @@ BRISK_API size_t brisk_mapped_bytes(void);
  *  - Only the thread that created a heap allocates from it (the checked
  *    library, libbrisk-checked, aborts with a message when another thread
  *    does). Its blocks may be freed with brisk_free/free by any thread.
+ *  - brisk_heap_destroy, brisk_heap_reset and brisk_heap_set_max_bytes may
+ *    be called from any thread, provided no other thread allocates from the
+ *    heap meanwhile (for example after its creator has exited).
  *  - brisk_realloc on a heap block moves it to the calling thread's default
  *    heap when it must move; brisk_heap_realloc keeps it in the heap.
  *  - After destroy or reset, the heap's blocks are gone: freeing or using
@@ -110,7 +113,7 @@ BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alig
  * any pool, and a write to a freed object (seen when it is handed out). */
 typedef struct brisk_pool brisk_pool_t;
 
-typedef struct brisk_pool_stats {
+typedef struct brisk_pool_stats_s {
   size_t object_size;   /* bytes per object (the request, rounded up to the alignment) */
   size_t alignment;
   size_t max_objects;   /* 0 = unbounded */
@@ -122,7 +125,8 @@ typedef struct brisk_pool_stats {
   uint64_t exhausted;   /* allocations refused because the bound was reached */
 } brisk_pool_stats_t;
 
-/* alignment: a power of two (0 = 16). NULL with EINVAL on a bad argument. */
+/* object_size: 1 B .. 1 MiB; alignment: a power of two up to 16 KiB
+ * (0 = 16). NULL with errno = EINVAL outside those limits. */
 BRISK_API brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_objects);
 /* Frees every object of the pool at once. */
 BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);

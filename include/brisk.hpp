@@ -123,9 +123,10 @@ constexpr bool operator!=(const allocator<T> &, const allocator<U> &) noexcept {
 
 /// Owns an explicit heap, so an arena cannot leak on an exception path:
 /// destruction releases every block still in it. The rules of brisk.h hold:
-/// only the creating thread allocates from, resets or destroys the heap,
-/// and no block (or container) from it may be used after reset() or the
-/// heap's destruction. A moved-from heap owns nothing.
+/// only the creating thread allocates from the heap (another thread may
+/// reset or destroy it while none allocates), and no block (or container)
+/// from it may be used after reset() or the heap's destruction. A
+/// moved-from heap owns nothing.
 class heap {
  public:
   heap() : h_(brisk_heap_new()) {

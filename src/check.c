@@ -176,12 +176,15 @@ static int visit_abandoned(segment_t *seg, void *p) {
   return visit_segment(seg, va->visit, va->arg);
 }
 
-typedef struct owner_set { uint64_t uid[64]; size_t n; pthread_t self; } owner_set_t;
+/* The heaps whose segments the calling thread may read: its own and the
+ * explicit heaps it owns. */
+typedef struct owner_set { uint64_t *uid; size_t n, cap; pthread_t self; } owner_set_t;
 
 static void add_own_heap(heap_t *h, void *arg) {
   owner_set_t *o = arg;
-  if (o->n < 64 && (h == brisk_tls_heap || (h->is_explicit && pthread_equal(h->owner_thread, o->self))))
-    o->uid[o->n++] = h->uid;
+  if (h != brisk_tls_heap && !(h->is_explicit && pthread_equal(h->owner_thread, o->self))) return;
+  if (o->n < o->cap) o->uid[o->n] = h->uid;
+  o->n++;
 }
 
 static bool in_set(const owner_set_t *o, uint64_t uid) {
@@ -190,43 +193,58 @@ static bool in_set(const owner_set_t *o, uint64_t uid) {
   return false;
 }
 
+/* Lists the caller's segments and every huge block into refs (up to cap);
+ * returns how many there are. */
+static size_t list_blocks(const owner_set_t *own, block_ref_t *refs, size_t cap) {
+  size_t count = 0;
+  segments_lock();
+  for (segment_t *seg = segments_first(); seg; seg = seg->all_next) {
+    unsigned state = PEEK(seg->state);
+    bool mine = state == SEG_STATE_OWNED && in_set(own, atomic_load(&seg->owner_uid));
+    if (state != SEG_STATE_HUGE && !mine) continue;
+    if (count < cap) {
+      uint8_t *block = (uint8_t *)seg + PEEK(seg->block_offset);
+      refs[count].p = state == SEG_STATE_HUGE ? block : (void *)seg;
+      refs[count].size = state == SEG_STATE_HUGE ? (size_t)(seg->map_base + PEEK(seg->mapped_size) - block) : 0;
+    }
+    count++;
+  }
+  segments_unlock();
+  return count;
+}
+
+/* The walk's own memory comes from scratch mappings, not from brisk's heaps:
+ * allocating would change what is walked (or create a heap that adopts the
+ * very segments being visited). */
 void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
   heap_collect_own(false); /* blocks other threads handed back are free */
   owner_set_t own = {.self = pthread_self()};
+  heap_foreach(add_own_heap, &own); /* counts: only this thread adds its heaps */
+  size_t set_bytes = align_up((own.n ? own.n : 1) * sizeof *own.uid, OS_PAGE_SIZE);
+  own.uid = os_scratch_map(set_bytes);
+  if (!own.uid) return;
+  own.cap = own.n;
+  own.n = 0;
   heap_foreach(add_own_heap, &own);
 
   /* What to visit is listed under the registry lock; visit calls happen
    * after it is released, since they may allocate. */
-  size_t count = 0, cap = 0;
+  size_t cap = 0, ref_bytes = 0, count;
   block_ref_t *refs = NULL;
-  for (int pass = 0; pass < 2; pass++) {
-    segments_lock();
-    count = 0;
-    for (segment_t *seg = segments_first(); seg; seg = seg->all_next) {
-      unsigned state = PEEK(seg->state);
-      bool mine = state == SEG_STATE_OWNED && in_set(&own, atomic_load(&seg->owner_uid));
-      if (state != SEG_STATE_HUGE && !mine) continue;
-      if (count < cap) {
-        uint8_t *block = (uint8_t *)seg + PEEK(seg->block_offset);
-        refs[count].p = state == SEG_STATE_HUGE ? block : (void *)seg;
-        refs[count].size = state == SEG_STATE_HUGE ? (size_t)(seg->map_base + PEEK(seg->mapped_size) - block) : 0;
-      }
-      count++;
-    }
-    segments_unlock();
-    if (count <= cap) break;
-    brisk_free(refs);
-    cap = count + 16;
-    refs = brisk_malloc(cap * sizeof *refs);
-    if (!refs) return;
+  while ((count = list_blocks(&own, refs, cap)) > cap) {
+    os_scratch_unmap(refs, ref_bytes);
+    ref_bytes = align_up((count + 64) * sizeof *refs, OS_PAGE_SIZE);
+    cap = ref_bytes / sizeof *refs;
+    if (!(refs = os_scratch_map(ref_bytes))) break;
   }
-  int stop = 0;
+  int stop = !refs && count;
   for (size_t i = 0; i < count && !stop; i++) {
     if (refs[i].size) stop = visit(refs[i].p, refs[i].size, arg);
     else if (in_set(&own, atomic_load(&((segment_t *)refs[i].p)->owner_uid))) /* still ours */
       stop = visit_segment(refs[i].p, visit, arg);
   }
-  brisk_free(refs);
+  os_scratch_unmap(refs, ref_bytes);
+  os_scratch_unmap(own.uid, set_bytes);
   if (!stop) {
     struct visit_args va = {visit, arg};
     for_each_abandoned(visit_abandoned, &va);

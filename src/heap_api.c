@@ -4,33 +4,38 @@
  * never adopt other threads' memory. */
 #include "fast_path.h"
 
-/* The checked library verifies that only the creating thread allocates. */
-static inline heap_t *heap_for_alloc(brisk_heap_t *bh, const char *fn) {
+/* The checked library verifies that a heap is one, and that only the
+ * creating thread allocates from it; destroy, reset and the bound may come
+ * from any thread (the owner may have exited). */
+static inline heap_t *heap_checked(brisk_heap_t *bh, const char *fn, bool allocates) {
   heap_t *h = (heap_t *)bh;
 #if BRISK_CHECKED
   if (!h || !h->is_explicit) brisk_fatal("%s: %p is not a heap from brisk_heap_new", fn, (void *)bh);
-  if (!pthread_equal(h->owner_thread, pthread_self()))
+  if (allocates && !pthread_equal(h->owner_thread, pthread_self()))
     brisk_fatal("%s: heap %p used from a thread that does not own it (a heap allocates only on the "
                 "thread that created it)", fn, (void *)bh);
 #else
   (void)fn;
+  (void)allocates;
 #endif
   return h;
 }
+
+static inline heap_t *heap_for_alloc(brisk_heap_t *bh, const char *fn) { return heap_checked(bh, fn, true); }
 
 brisk_heap_t *brisk_heap_new(void) { return (brisk_heap_t *)heap_create(true); }
 
 void brisk_heap_destroy(brisk_heap_t *bh) {
   if (!bh) return;
-  heap_t *h = heap_for_alloc(bh, "brisk_heap_destroy");
+  heap_t *h = heap_checked(bh, "brisk_heap_destroy", false);
   heap_release_all(h);
   heap_retire_struct(h);
 }
 
-void brisk_heap_reset(brisk_heap_t *bh) { heap_release_all(heap_for_alloc(bh, "brisk_heap_reset")); }
+void brisk_heap_reset(brisk_heap_t *bh) { heap_release_all(heap_checked(bh, "brisk_heap_reset", false)); }
 
 void brisk_heap_set_max_bytes(brisk_heap_t *bh, size_t max_bytes) {
-  heap_for_alloc(bh, "brisk_heap_set_max_bytes")->max_bytes = max_bytes;
+  heap_checked(bh, "brisk_heap_set_max_bytes", false)->max_bytes = max_bytes;
 }
 
 size_t brisk_heap_held_bytes(const brisk_heap_t *bh) {

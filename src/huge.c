@@ -138,11 +138,19 @@ static void *huge_alloc_overaligned(heap_t *h, size_t size, size_t align) {
 
 void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) { errno = ENOMEM; return NULL; }
-  if (!heap_may_map(h, size)) return NULL;
-  if (align >= SEGMENT_SIZE) return huge_alloc_overaligned(h, size, align);
+  if (align >= SEGMENT_SIZE) {
+    if (!heap_may_map(h, align + align_up(size, OS_PAGE_SIZE))) return NULL;
+    return huge_alloc_overaligned(h, size, align);
+  }
   size_t offset = align_up(HUGE_BLOCK_OFFSET, align > 64 ? align : 64);
   size_t mapped = huge_round(offset + size);
+  if (!heap_may_map(h, mapped)) return NULL;
   segment_t *seg = take_cached(h, mapped);
+  /* A bounded heap counts what it maps: a bigger warm block is cut to size. */
+  if (seg && h->max_bytes && seg->mapped_size != mapped && !resize_in_place(seg, mapped)) {
+    segment_release(seg);
+    seg = NULL;
+  }
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   stat_add(&h->stat_requested, size);
   bool fresh = !seg;

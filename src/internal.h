@@ -215,6 +215,8 @@ static inline page_t *page_of(segment_t *seg, const void *p) {
 
 BRISK_INTERNAL void *os_map_aligned(size_t size, size_t align, uint8_t **base, size_t *mapped);
 BRISK_INTERNAL void os_unmap(void *base, size_t size);
+BRISK_INTERNAL void *os_scratch_map(size_t size);
+BRISK_INTERNAL void os_scratch_unmap(void *p, size_t size);
 BRISK_INTERNAL void os_purge(void *p, size_t size);
 BRISK_INTERNAL bool os_resize(void *base, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool os_move(void *base, size_t old_size, void *target, size_t new_size);

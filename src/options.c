@@ -130,7 +130,10 @@ static bool is_known(const char *name, size_t len) {
  * gets one warning and changes nothing. */
 void options_read_environment(void) {
   extern char **environ;
-  for (int i = 0; i < BRISK_OPTION_COUNT; i++) {
+  /* Realtime first: a reserve made under it is touched up front. */
+  for (int k = -1; k < BRISK_OPTION_COUNT; k++) {
+    int i = k < 0 ? BRISK_OPTION_REALTIME : k;
+    if (k == BRISK_OPTION_REALTIME) continue;
     const char *v = getenv(options[i].env);
     long long value;
     if (!v) continue;

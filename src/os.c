@@ -37,7 +37,7 @@ void os_map_span(const void *header, size_t span, bool on) {
 }
 
 static void unmap_raw(void *base, size_t size) {
-  atomic_fetch_add_explicit(&os_calls[1], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_calls[OS_MUNMAP], 1, memory_order_relaxed);
   munmap(base, size);
 }
 
@@ -60,7 +60,7 @@ static void *map_once(size_t size, size_t align, uint8_t **base, size_t *mapped)
   if (!reserve_bytes(size)) return NULL;
   size_t span = size + (align > OS_PAGE_SIZE ? align : 0);
   if (span < size) goto fail;
-  atomic_fetch_add_explicit(&os_calls[0], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_calls[OS_MMAP], 1, memory_order_relaxed);
   uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) goto fail;
   uint8_t *p = (uint8_t *)align_up((uintptr_t)m, align > OS_PAGE_SIZE ? align : OS_PAGE_SIZE);
@@ -68,7 +68,10 @@ static void *map_once(size_t size, size_t align, uint8_t **base, size_t *mapped)
   if (p > m) unmap_raw(m, (size_t)(p - m));
   if (m + span > p + size) unmap_raw(p + size, (size_t)(m + span - (p + size)));
   /* Segments are 4 MiB-aligned: two whole huge pages each. */
-  if (brisk_opt.hugepages) madvise(p, size, MADV_HUGEPAGE);
+  if (brisk_opt.hugepages) {
+    atomic_fetch_add_explicit(&os_calls[OS_MADVISE], 1, memory_order_relaxed);
+    madvise(p, size, MADV_HUGEPAGE);
+  }
   *base = p;
   *mapped = size;
   return p;
@@ -88,6 +91,18 @@ void *os_map_aligned(size_t size, size_t align, uint8_t **base, size_t *mapped) 
   return p;
 }
 
+/* Short-lived working memory for brisk's own walks, taken beside the heaps
+ * so that walking them does not change them. Not counted as mapped bytes. */
+void *os_scratch_map(size_t size) {
+  atomic_fetch_add_explicit(&os_calls[OS_MMAP], 1, memory_order_relaxed);
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void os_scratch_unmap(void *p, size_t size) {
+  if (p) unmap_raw(p, size);
+}
+
 void os_unmap(void *base, size_t size) {
   unmap_raw(base, size);
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
@@ -98,7 +113,7 @@ void os_purge(void *p, size_t size) {
   uintptr_t start = align_up((uintptr_t)p, OS_PAGE_SIZE);
   uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
   if (end <= start) return;
-  atomic_fetch_add_explicit(&os_calls[2], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&os_calls[OS_MADVISE], 1, memory_order_relaxed);
   madvise((void *)start, end - start, MADV_DONTNEED);
 }
 

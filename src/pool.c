@@ -1,11 +1,14 @@
 /* Fixed-size object pools (brisk_pool_*).
  *
  * Objects are carved from slabs (ordinary brisk blocks). Each thread keeps
- * its own cache of free objects per pool: allocation pops it and free pushes
- * it, no lock and no atomic. A cache that grows past a limit hands half its
- * objects to the pool's shared list with one CAS; an empty cache takes the
- * whole shared list with one exchange, so the shared list needs no ABA care.
- * Only a bounded pool counts live objects atomically, to enforce its bound. */
+ * its own cache per pool, used with no lock and no atomic: allocation pops
+ * `alloc_list`, free pushes `free_list`; when alloc_list runs dry it takes
+ * free_list whole, then bumps through a range of fresh objects granted from
+ * a slab. Every FLUSH_AT frees, free_list (whose tail is known) goes to the
+ * pool's shared list with one CAS; a dry cache takes the whole shared list
+ * with one exchange, so the shared list needs no ABA care. Every step is
+ * O(1): no list is walked. Only a bounded pool counts live objects
+ * atomically, to enforce its bound. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -15,8 +18,8 @@
 #define SLAB_MAGIC 0x42534c42u /* "BSLB" */
 #define SLAB_BYTES ((size_t)64 * 1024)
 #define SLAB_MIN_OBJECTS 16
-#define CARVE_BATCH 64
-#define CACHE_FLUSH_AT 256
+#define CARVE_BATCH 256
+#define FLUSH_AT 256
 #define POISON 0xDD
 #define TLS_POOL_SLOTS 8
 
@@ -47,8 +50,10 @@ struct brisk_pool {
 };
 
 struct pool_cache {
-  block_t *free;
-  uint32_t count;
+  block_t *alloc_list;
+  block_t *free_list, *free_tail;
+  uint32_t free_count;
+  uint8_t *bump, *bump_end;        /* fresh objects granted from a slab */
   _Atomic(uint64_t) allocs, frees; /* written by the owner, read by stats */
   uint64_t pool_id;
   struct brisk_pool *pool;
@@ -113,14 +118,26 @@ static void shared_push(brisk_pool_t *pool, block_t *first, block_t *last) {
                                                   memory_order_relaxed));
 }
 
-/* Hands half of the cache to the other threads. */
-static void cache_flush(brisk_pool_t *pool, pool_cache_t *c, uint32_t keep) {
-  if (c->count <= keep) return;
-  block_t *first = c->free, *last = first;
-  for (uint32_t n = c->count - keep; n > 1; n--) last = last->next;
-  c->free = last->next;
-  c->count = keep;
-  shared_push(pool, first, last);
+/* Hands the objects freed lately to the other threads. */
+static void flush_free_list(brisk_pool_t *pool, pool_cache_t *c) {
+  if (c->free_list) shared_push(pool, c->free_list, c->free_tail);
+  c->free_list = c->free_tail = NULL;
+  c->free_count = 0;
+}
+
+/* Everything the cache holds back to the pool (at thread exit). */
+static void cache_flush_all(brisk_pool_t *pool, pool_cache_t *c) {
+  flush_free_list(pool, c);
+  for (; c->bump < c->bump_end; c->bump += pool->object_size) {
+    block_t *b = (block_t *)c->bump;
+    shared_push(pool, b, b);
+  }
+  if (c->alloc_list) {
+    block_t *last = c->alloc_list;
+    while (last->next) last = last->next;
+    shared_push(pool, c->alloc_list, last);
+    c->alloc_list = NULL;
+  }
 }
 
 /* At thread exit (from the heap's exit hook). */
@@ -131,7 +148,7 @@ void pool_thread_exit(void) {
     tls_caches = c->thread_next;
     if (!atomic_load_explicit(&c->dead, memory_order_acquire)) {
       brisk_pool_t *pool = c->pool;
-      cache_flush(pool, c, 0);
+      cache_flush_all(pool, c);
       pool->retired_allocs += atomic_load_explicit(&c->allocs, memory_order_relaxed);
       pool->retired_frees += atomic_load_explicit(&c->frees, memory_order_relaxed);
       if (c->pool_prev) c->pool_prev->pool_next = c->pool_next; else pool->caches = c->pool_next;
@@ -158,7 +175,8 @@ static slab_t *slab_of(const void *p) {
   return s && s->magic == SLAB_MAGIC ? s : NULL;
 }
 
-/* Carves up to CARVE_BATCH fresh objects into the cache; pool->lock held. */
+/* Grants the cache a range of up to CARVE_BATCH fresh objects; pool->lock
+ * held. The checked library poisons them, as if freed. */
 static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
   slab_t *s = pool->carving;
   if (!s || pool->carved == s->capacity) {
@@ -183,30 +201,33 @@ static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
   }
   uint32_t n = s->capacity - pool->carved;
   if (n > CARVE_BATCH) n = CARVE_BATCH;
-  for (uint32_t i = 0; i < n; i++) {
-    block_t *b = (block_t *)(s->objects + (size_t)(pool->carved + i) * pool->object_size);
-    if (BRISK_CHECKED) memset(b, POISON, pool->object_size);
-    b->next = c->free;
-    c->free = b;
-  }
+  c->bump = s->objects + (size_t)pool->carved * pool->object_size;
+  c->bump_end = c->bump + (size_t)n * pool->object_size;
+  if (BRISK_CHECKED) memset(c->bump, POISON, (size_t)(c->bump_end - c->bump));
   pool->carved += n;
-  c->count += n;
   return true;
 }
 
-static BRISK_NOINLINE bool refill(brisk_pool_t *pool, pool_cache_t *c) {
+/* alloc_list and free_list are empty: a fresh object, else the shared
+ * list, else a new range. */
+static BRISK_NOINLINE block_t *alloc_slow(brisk_pool_t *pool, pool_cache_t *c) {
+  if (c->bump < c->bump_end) {
+    block_t *b = (block_t *)c->bump;
+    c->bump += pool->object_size;
+    return b;
+  }
   block_t *shared = atomic_exchange_explicit(&pool->shared_free, NULL, memory_order_acquire);
   if (shared) {
-    uint32_t n = 0;
-    for (block_t *b = shared; b; b = b->next) n++;
-    c->free = shared;
-    c->count = n;
-    return true;
+    c->alloc_list = shared->next;
+    return shared;
   }
   pthread_mutex_lock(&pool->lock);
   bool ok = carve(pool, c);
   pthread_mutex_unlock(&pool->lock);
-  return ok;
+  if (!ok) return NULL;
+  block_t *b = (block_t *)c->bump;
+  c->bump += pool->object_size;
+  return b;
 }
 
 /* ---- Checked library ---------------------------------------------------- */
@@ -265,8 +286,9 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   if (!pool) return;
   pthread_mutex_lock(&pools_lock);
   for (pool_cache_t *c = pool->caches; c; c = c->pool_next) {
-    c->free = NULL;
-    c->count = 0;
+    c->alloc_list = c->free_list = c->free_tail = NULL;
+    c->free_count = 0;
+    c->bump = c->bump_end = NULL;
     atomic_store_explicit(&c->dead, 1, memory_order_release);
   }
   pthread_mutex_unlock(&pools_lock);
@@ -293,17 +315,24 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
     return NULL;
   }
   pool_cache_t *c = cache_for(pool);
-  if (unlikely(!c || (!c->free && !refill(pool, c)))) {
-    if (pool->max_objects) atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
-    errno = ENOMEM;
-    return NULL;
+  if (unlikely(!c)) goto out_of_memory;
+  block_t *b = c->alloc_list;
+  if (likely(b)) {
+    c->alloc_list = b->next;
+  } else if ((b = c->free_list)) { /* the objects freed lately, in one step */
+    c->alloc_list = b->next;
+    c->free_list = c->free_tail = NULL;
+    c->free_count = 0;
+  } else if (!(b = alloc_slow(pool, c))) {
+    goto out_of_memory;
   }
-  block_t *b = c->free;
-  c->free = b->next;
-  c->count--;
   counter_add(&c->allocs, 1);
   if (BRISK_CHECKED) check_alloc(pool, b);
   return b;
+out_of_memory:
+  if (pool->max_objects) atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
+  errno = ENOMEM;
+  return NULL;
 }
 
 void brisk_pool_free(brisk_pool_t *pool, void *p) {
@@ -317,10 +346,11 @@ void brisk_pool_free(brisk_pool_t *pool, void *p) {
     shared_push(pool, p, p);
   } else {
     block_t *b = p;
-    b->next = c->free;
-    c->free = b;
+    b->next = c->free_list;
+    if (!b->next) c->free_tail = b;
+    c->free_list = b;
     counter_add(&c->frees, 1);
-    if (unlikely(++c->count > CACHE_FLUSH_AT)) cache_flush(pool, c, CACHE_FLUSH_AT / 2);
+    if (unlikely(++c->free_count >= FLUSH_AT)) flush_free_list(pool, c);
   }
   if (pool->max_objects) atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
 }

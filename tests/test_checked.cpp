@@ -153,13 +153,7 @@ TEST_F(CheckedDeath, NotAHeap) {
       "not a heap");
 }
 
-// Known discrepancy (reported): brisk.h ties only allocation to the creating
-// thread, and the release library lets another thread destroy a heap whose
-// owner has exited (test_heaps: DestroyedByAnotherThreadAfterItsOwnerExits),
-// but the checked library aborts ("used from a thread that does not own
-// it") on destroy, reset and set_max_bytes from any other thread. Enable once
-// the header or the checked library is settled.
-TEST_F(CheckedDeath, DISABLED_HeapDestroyedByAnotherThreadAfterOwnerExits) {
+TEST_F(CheckedDeath, HeapDestroyedByAnotherThreadAfterOwnerExits) {
   EXPECT_EXIT(
       {
         brisk_heap_t *heap = nullptr;

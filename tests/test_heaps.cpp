@@ -462,11 +462,7 @@ TEST(Heaps, MaxBytesBoundsHugeBlocks) {
   brisk_heap_destroy(heap);
 }
 
-// Known bug (reported): a huge block is checked against the bound by its
-// requested size (heap_may_map(h, size) in src/huge.c) but the heap then
-// holds its whole mapping, rounded up by as much as 25%: a 6 MiB block in a
-// heap bounded at 6 MiB succeeds and the heap holds 7 MiB. Enable when fixed.
-TEST(Heaps, DISABLED_HeldBytesNeverPassTheBound) {
+TEST(Heaps, HeldBytesNeverPassTheBound) {
   // "Bound the memory the heap holds (its pages and huge blocks)": whatever
   // succeeds, what the heap holds stays within the bound.
   const size_t bound = 6 * MiB;
