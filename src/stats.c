@@ -213,6 +213,19 @@ void report_at_exit(void) {
   if (json && *json) {
     brisk_stats_t st = {.version = BRISK_STATS_VERSION};
     brisk_stats_get(&st);
+    /* "%p" becomes the process id: one file per process of a tree. */
+    static char path[4096];
+    size_t n = 0;
+    for (const char *c = json; *c && n + 24 < sizeof path; c++) {
+      if (c[0] == '%' && c[1] == 'p') {
+        n += (size_t)snprintf(path + n, sizeof path - n, "%ld", (long)getpid());
+        c++;
+      } else {
+        path[n++] = *c;
+      }
+    }
+    path[n] = '\0';
+    json = path;
     int fd = open(json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
       emit(fd, format_json, &st);

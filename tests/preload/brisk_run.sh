@@ -77,6 +77,18 @@ EOF
 grep -q "brisk statistics" "$TMP/err" || fail "combined: no table"
 grep -q "brisk leak report" "$TMP/err" || fail "combined: no leak report"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$TMP/p.json" || fail "combined: bad JSON"
+# A relative FILE is where brisk-run started, even if the program moves; "%p"
+# gives each process of a tree its own file.
+mkdir -p "$TMP/cwd" "$TMP/elsewhere"
+(cd "$TMP/cwd" && "$RUN" --json "tree-%p.json" -- sh -c 'cd ../elsewhere && sort "$1" | sort -r > /dev/null' sh "$TMP/in.txt") ||
+  fail "brisk-run --json with a relative path failed"
+[ -z "$(ls "$TMP/elsewhere")" ] || fail "--json wrote into the program's new directory: $(ls "$TMP/elsewhere")"
+n=$(ls "$TMP/cwd" | grep -cE '^tree-[0-9]+\.json$' || true)
+# (the two sorts at least; a shell may leave by _exit, which runs no report)
+[ "$n" -ge 2 ] || fail "--json tree-%p.json: expected a file per sort process, got: $(ls "$TMP/cwd" | tr '\n' ' ')"
+for f in "$TMP"/cwd/tree-*.json; do
+  python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["version"] == 1' "$f" || fail "bad JSON in $f"
+done
 echo "ok: --json"
 
 # ---- --checked: the checked library, which catches a double free.
