@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every brisk test on a fresh Debian 12 machine:
 #   1. installs what is missing (cmake, g++, libgtest-dev, python3, git, sqlite3;
-#      redis-server if it can)
+#      redis-server and strace if it can)
 #   2. Release build in build/ and its ctest (GoogleTest suites, programs under
 #      LD_PRELOAD=libbrisk.so, the statically linked C++ test)
 #   3. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
@@ -48,9 +48,10 @@ install_deps() {
     command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
   done
   [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
-  # Optional: its preload test is skipped (exit 77) when it cannot be had.
+  # Optional: the preload tests that need them are skipped (exit 77) without them.
   local optional=()
   command -v redis-server >/dev/null 2>&1 || optional+=(redis-server)
+  command -v strace >/dev/null 2>&1 || optional+=(strace)
   if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then
     echo "all tools present"
     return 0
