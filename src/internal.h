@@ -319,6 +319,7 @@ BRISK_INTERNAL void purge_note_pending(void);
 BRISK_INTERNAL void purge_maybe(heap_t *h);
 BRISK_INTERNAL void purge_release_all(void);
 BRISK_INTERNAL void purge_reset_after_fork(void);
+BRISK_INTERNAL void purge_quiesce(void);
 BRISK_INTERNAL void process_init(void);
 BRISK_INTERNAL void options_read_environment(void);
 BRISK_INTERNAL void segment_reserve(size_t bytes);

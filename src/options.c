@@ -94,7 +94,7 @@ int brisk_option_set(brisk_option_t opt, long long v) {
     if ((size_t)v > brisk_opt.reserve) segment_reserve((size_t)v - brisk_opt.reserve);
     brisk_opt.reserve = (size_t)v;
     break;
-  case BRISK_OPTION_REALTIME: brisk_opt.realtime = v; break;
+  case BRISK_OPTION_REALTIME: brisk_set_realtime((int)v); break;
   case BRISK_OPTION_LEAK_REPORT: brisk_opt.leak_report = v; break;
   default: return EINVAL;
   }
@@ -116,7 +116,11 @@ long long brisk_option_get(brisk_option_t opt) {
   }
 }
 
-void brisk_set_realtime(int on) { brisk_opt.realtime = on != 0; }
+/* On return, no background pass is under way: none starts in realtime mode. */
+void brisk_set_realtime(int on) {
+  brisk_opt.realtime = on != 0;
+  if (on) purge_quiesce();
+}
 
 static bool is_known(const char *name, size_t len) {
   for (int i = 0; i < BRISK_OPTION_COUNT; i++)

@@ -23,6 +23,15 @@ static void purge_shared(uint64_t now) {
   segment_drain_abandoned();
 }
 
+/* Held through each background pass, so that turning realtime mode on can
+ * wait out a pass already under way. */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void purge_quiesce(void) {
+  pthread_mutex_lock(&pass_lock);
+  pthread_mutex_unlock(&pass_lock);
+}
+
 static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
@@ -31,7 +40,9 @@ static void *purger_main(void *arg) {
     if (nap < 10) nap = 10;
     struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+    pthread_mutex_lock(&pass_lock);
     if (!brisk_opt.realtime) purge_shared(os_now_ms());
+    pthread_mutex_unlock(&pass_lock);
   }
   return NULL;
 }
@@ -75,7 +86,10 @@ void purge_maybe(heap_t *h) {
   heap_collect_caches(h, now, false);
 }
 
-void purge_reset_after_fork(void) { atomic_store(&purger_state, 0); }
+void purge_reset_after_fork(void) {
+  atomic_store(&purger_state, 0);
+  pthread_mutex_init(&pass_lock, NULL); /* the purger is not in the child */
+}
 
 static void flush_heap_cache(heap_t *h, void *arg) {
   (void)arg;
