@@ -108,7 +108,11 @@ void purge_release_all(void) {
   cache_purge(now, true);
 }
 
+/* Not beside a background pass: the pass holds abandoned segments off their
+ * list for a while, and those would be missed. */
 void brisk_collect(void) {
   heap_collect_own(true);
+  pthread_mutex_lock(&pass_lock);
   purge_release_all();
+  pthread_mutex_unlock(&pass_lock);
 }

@@ -313,7 +313,7 @@ void segment_abandoned_reset_after_fork(void) {
 static cache_slot_t cache_slots[CACHE_SLOTS];
 static _Atomic(size_t) cached_bytes;
 
-/* Unpurged bytes in the shared cache. Past an eighth of the cache cap a
+/* Unpurged bytes in the shared cache. Past a sixteenth of the cache cap a
  * segment is purged as it comes in, so that bursts of freed segments (many
  * threads exiting at once) cannot hold memory for a whole purge delay. */
 static _Atomic(size_t) cached_dirty;
@@ -396,7 +396,7 @@ bool cache_put(segment_t *seg) {
   seg->cached_at_ms = os_now_ms();
   if (!cache_reserve(seg->mapped_size)) return false;
   if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size >
-                          brisk_opt.cache_cap / 8)
+                          brisk_opt.cache_cap / 16)
     purge_cached(seg);
   dirty_account(seg, true);
   if (slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {
