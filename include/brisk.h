@@ -204,7 +204,8 @@ BRISK_API const char *brisk_option_name(brisk_option_t option);
 /* Realtime mode: from this call on, brisk makes no system call of its own
  * accord (no purge, no thread-exit reclaim to the OS, no cache trimming,
  * no mremap): after a warm-up or BRISK_RESERVE, allocation makes none at
- * all. brisk_collect() still releases everything on demand. */
+ * all. brisk_collect() still releases everything on demand. Turning it on
+ * waits for a background pass already under way to end. */
 BRISK_API void brisk_set_realtime(int on);
 
 /* ---- Heap checks and visits ------------------------------------------------- */
