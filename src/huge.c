@@ -105,14 +105,50 @@ static bool hot_purge(heap_t *h, uint64_t now, bool force) {
   return !force;
 }
 
+/* Grows a block's mapping to `bigger`: in place, else moved (without
+ * copying) onto a new aligned mapping. Returns the block's segment, or NULL
+ * with the block unchanged. */
+static segment_t *huge_grow(segment_t *seg, size_t bigger) {
+  if (resize_in_place(seg, bigger)) return seg;
+  uint8_t *base;
+  size_t got;
+  segment_t *target = os_map_aligned(bigger, SEGMENT_SIZE, &base, &got);
+  if (!target) return NULL;
+  size_t old_size = seg->mapped_size;
+  segments_remove(seg);
+  if (!os_move(seg, old_size, target, bigger)) {
+    segments_add(seg);
+    os_unmap(target, got);
+    return NULL;
+  }
+  os_map_span(seg, old_size, false);
+  target->map_base = (uint8_t *)target;
+  PUBLISH(target->mapped_size, got);
+  segment_mark(target, true);
+  segments_add(target);
+  return target;
+}
+
 /* A warm block of about the right size, else a bigger one cut down to size
- * (one mremap, still cheaper than a new mapping and its first touch). */
-static segment_t *take_cached(heap_t *h, size_t mapped) {
+ * (one mremap, still cheaper than a new mapping and its first touch), else
+ * (unless the block must be zeroed) a smaller one of this thread's grown to
+ * size: its pages stay warm, only the growth is new, and the thread's cache
+ * does not overflow into the shared one, which would purge what it gets. */
+static segment_t *take_cached(heap_t *h, size_t mapped, bool zero) {
   segment_t *seg = take_cached_within(h, mapped, mapped + mapped / 4);
   if (seg || mapped > PTRDIFF_MAX / 8) return seg;
   seg = take_cached_within(h, mapped, mapped * 8);
-  if (seg) resize_in_place(seg, mapped);
-  return seg;
+  if (seg) {
+    resize_in_place(seg, mapped);
+    return seg;
+  }
+  if (zero || brisk_opt.realtime) return NULL;
+  seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
+  if (!seg) seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
+  if (!seg) return NULL;
+  segment_t *grown = huge_grow(seg, mapped);
+  if (!grown) segment_release(seg);
+  return grown;
 }
 
 /* Blocks aligned to a segment or more: the header sits in the chunk below
@@ -145,7 +181,7 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   size_t offset = align_up(HUGE_BLOCK_OFFSET, align > 64 ? align : 64);
   size_t mapped = huge_round(offset + size);
   if (!heap_may_map(h, mapped)) return NULL;
-  segment_t *seg = take_cached(h, mapped);
+  segment_t *seg = take_cached(h, mapped, zero);
   /* A bounded heap counts what it maps: a bigger warm block is cut to size. */
   if (seg && h->max_bytes && seg->mapped_size != mapped && !resize_in_place(seg, mapped)) {
     segment_release(seg);
@@ -197,25 +233,8 @@ void *huge_realloc(segment_t *seg, void *p, size_t size) {
     if (need < seg->mapped_size / 2) resize_in_place(seg, huge_round(need));
     return p;
   }
-  size_t bigger = huge_round(need);
-  if (resize_in_place(seg, bigger)) return p;
-  uint8_t *base;
-  size_t got;
-  segment_t *target = os_map_aligned(bigger, SEGMENT_SIZE, &base, &got);
-  if (!target) return NULL;
-  size_t old_size = seg->mapped_size;
-  segments_remove(seg);
-  if (!os_move(seg, old_size, target, bigger)) {
-    segments_add(seg);
-    os_unmap(target, got);
-    return NULL;
-  }
-  os_map_span(seg, old_size, false);
-  target->map_base = (uint8_t *)target;
-  PUBLISH(target->mapped_size, got);
-  segment_mark(target, true);
-  segments_add(target);
-  return (uint8_t *)target + offset;
+  segment_t *grown = huge_grow(seg, huge_round(need));
+  return grown ? (uint8_t *)grown + offset : NULL;
 }
 
 /* Purges the thread's warm huge blocks that sat for the purge delay; with

@@ -380,6 +380,40 @@ TEST(Stats, OsCallCountersFollowHugeBlocks) {
   });
 }
 
+// A huge request bigger than every warm block of the thread grows one of
+// them (mremap) rather than mapping anew; calloc never does (the growth
+// would have to be zeroed), and its block reads as zero.
+TEST(Stats, BiggerHugeRequestGrowsAWarmBlock) {
+  brisk_collect();
+  on_fresh_thread([] {
+    void *small = brisk_malloc(4 * MiB);
+    ASSERT_NE(small, nullptr);
+    std::memset(small, 0x5A, 4 * MiB);
+    brisk_free(small);
+    brisk_stats_t s0 = stats_now();
+    const size_t big = 12 * MiB + 123;
+    unsigned char *p = static_cast<unsigned char *>(brisk_malloc(big));
+    ASSERT_NE(p, nullptr);
+    brisk_stats_t s1 = stats_now();
+    EXPECT_GE(s1.cache_hits - s0.cache_hits, 1u) << "the warm 4 MiB block was not used";
+    EXPECT_EQ(s1.cache_misses, s0.cache_misses);
+    EXPECT_GE(s1.mremap_calls - s0.mremap_calls, 1u);
+    EXPECT_GE(brisk_usable_size(p), big);
+    std::memset(p, 0xA5, big);
+    EXPECT_EQ(p[0], 0xA5);
+    EXPECT_EQ(p[big - 1], 0xA5);
+    brisk_free(p);
+    // The grown block is warm now: calloc of a bigger size must still be zero.
+    const size_t bigger = 20 * MiB;
+    unsigned char *z = static_cast<unsigned char *>(brisk_calloc(1, bigger));
+    ASSERT_NE(z, nullptr);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < bigger; i += 4096 - 1) nonzero += z[i] != 0;
+    EXPECT_EQ(nonzero, 0u) << "calloc returned dirty bytes";
+    brisk_free(z);
+  });
+}
+
 TEST(Stats, MadviseCounterFollowsPurges) {
   on_fresh_thread([] {
     // Small blocks over many pages, all freed: the pages wait for a purge,
