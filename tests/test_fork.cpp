@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -77,6 +78,40 @@ struct Block {
   _exit(0);
 }
 
+// Blocks of small and (one in ten) huge sizes, filled, for a child to inherit.
+std::vector<Block> make_blocks(size_t count, size_t stride, size_t huge_max, uint64_t seed0) {
+  std::vector<Block> blocks;
+  for (size_t i = 0; i < count; ++i) {
+    size_t n = 1 + (i * stride) % (i % 10 == 0 ? huge_max : 4000);
+    void *p = brisk_malloc(n);
+    if (!p) break;
+    Block b{p, n, seed0 + i};
+    fill(p, n, b.seed);
+    blocks.push_back(b);
+  }
+  return blocks;
+}
+
+// Forks; the child runs child_work on the inherited blocks. Returns what
+// went wrong in the child, or "" when it exited 0.
+std::string run_child(std::vector<Block> &inherited) {
+  pid_t pid = fork();
+  if (pid == -1) return std::string("fork failed: ") + std::strerror(errno);
+  if (pid == 0) child_work(inherited, scaled(2000, 300));
+  int status = 0;
+  pid_t w;
+  do {
+    w = waitpid(pid, &status, 0);
+  } while (w == -1 && errno == EINTR);
+  if (w != pid) return "waitpid failed";
+  if (WIFSIGNALED(status))
+    return "child killed by signal " + std::to_string(WTERMSIG(status)) +
+           (WTERMSIG(status) == SIGALRM ? " (deadlock: 60 s alarm)" : "");
+  if (WEXITSTATUS(status) != 0)
+    return "child exited with code " + std::to_string(WEXITSTATUS(status)) + " (see child_work)";
+  return "";
+}
+
 }  // namespace
 
 TEST(Fork, ChildOfBusyThreadsCanAllocate) {
@@ -120,34 +155,12 @@ TEST(Fork, ChildOfBusyThreadsCanAllocate) {
   int failures = 0;
   for (int f = 0; f < forks; ++f) {
     // Some blocks the child will inherit and free.
-    std::vector<Block> inherited;
-    for (size_t i = 0; i < 200; ++i) {
-      size_t n = 1 + (i * 977) % (i % 10 == 0 ? 2 * MiB : 4000);
-      void *p = brisk_malloc(n);
-      ASSERT_NE(p, nullptr);
-      Block b{p, n, static_cast<uint64_t>(f * 1000 + i)};
-      fill(p, n, b.seed);
-      inherited.push_back(b);
-    }
+    std::vector<Block> inherited = make_blocks(200, 977, 2 * MiB, static_cast<uint64_t>(f) * 1000);
+    ASSERT_EQ(inherited.size(), 200u);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // threads mid-work
-    pid_t pid = fork();
-    ASSERT_NE(pid, -1) << "fork failed: " << std::strerror(errno);
-    if (pid == 0) child_work(inherited, scaled(2000, 300));
-    int status = 0;
-    pid_t w;
-    do {
-      w = waitpid(pid, &status, 0);
-    } while (w == -1 && errno == EINTR);
-    ASSERT_EQ(w, pid);
-    if (WIFEXITED(status)) {
-      EXPECT_EQ(WEXITSTATUS(status), 0) << "fork " << f << ": child exited with code "
-                                        << WEXITSTATUS(status) << " (see child_work)";
-      failures += WEXITSTATUS(status) != 0;
-    } else if (WIFSIGNALED(status)) {
-      ADD_FAILURE() << "fork " << f << ": child killed by signal " << WTERMSIG(status)
-                    << (WTERMSIG(status) == SIGALRM ? " (deadlock: 60 s alarm)" : "");
-      ++failures;
-    }
+    std::string problem = run_child(inherited);
+    EXPECT_EQ(problem, "") << "fork " << f;
+    failures += !problem.empty();
     // The parent's copies are untouched by whatever the child did.
     for (Block &b : inherited) {
       EXPECT_TRUE(check(b.p, b.n, b.seed));
@@ -166,26 +179,9 @@ TEST(Fork, ChildOfQuietParentCanAllocate) {
 #if BRISK_TEST_TSAN
   GTEST_SKIP() << "fork of a multi-threaded process is not supported under ThreadSanitizer";
 #endif
-  std::vector<Block> inherited;
-  for (size_t i = 0; i < 300; ++i) {
-    size_t n = 1 + (i * 7919) % (i % 10 == 0 ? 3 * MiB : 5000);
-    void *p = brisk_malloc(n);
-    ASSERT_NE(p, nullptr);
-    Block b{p, n, static_cast<uint64_t>(i)};
-    fill(p, n, b.seed);
-    inherited.push_back(b);
-  }
-  pid_t pid = fork();
-  ASSERT_NE(pid, -1) << "fork failed: " << std::strerror(errno);
-  if (pid == 0) child_work(inherited, scaled(2000, 300));
-  int status = 0;
-  pid_t w;
-  do {
-    w = waitpid(pid, &status, 0);
-  } while (w == -1 && errno == EINTR);
-  ASSERT_EQ(w, pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "child exited with code " << WEXITSTATUS(status) << " (see child_work)";
+  std::vector<Block> inherited = make_blocks(300, 7919, 3 * MiB, 0);
+  ASSERT_EQ(inherited.size(), 300u);
+  EXPECT_EQ(run_child(inherited), "");
   for (Block &b : inherited) {
     EXPECT_TRUE(check(b.p, b.n, b.seed));
     brisk_free(b.p);
