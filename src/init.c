@@ -30,6 +30,7 @@ void process_init(void) {
 /* fork: no lock of brisk's may be held by a thread that will not exist in
  * the child, and the child has no purge thread. */
 static void fork_prepare(void) {
+  page_fork_gate_close();
   heap_registry_lock();
   segment_abandoned_lock();
   segments_lock();
@@ -39,9 +40,11 @@ static void fork_parent(void) {
   segments_unlock();
   segment_abandoned_unlock();
   heap_registry_unlock();
+  page_fork_gate_open(false);
 }
 
 static void fork_child(void) {
+  page_fork_gate_open(true);
   segment_abandoned_reset_after_fork();
   heap_registry_reset_after_fork();
   purge_reset_after_fork();

@@ -235,6 +235,8 @@ BRISK_INTERNAL void page_extend(page_t *pg);
 BRISK_INTERNAL void page_collect(page_t *pg);
 BRISK_INTERNAL bool page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty);
 BRISK_INTERNAL void page_free_remote(segment_t *seg, page_t *pg, block_t *b);
+BRISK_INTERNAL void page_fork_gate_close(void);
+BRISK_INTERNAL void page_fork_gate_open(bool in_child);
 BRISK_INTERNAL block_t *page_block_start(const page_t *pg, const void *p);
 
 static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {

@@ -91,6 +91,33 @@ bool page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty) {
   }
 }
 
+/* A page left in the FREEING state by a fork would make the child's owner
+ * wait for it forever: fork_prepare closes this gate and waits until no
+ * thread is between FREEING and NONE. Only the rare path that hands a block
+ * of a parked page to its owner pays for it. */
+static _Atomic(int) fork_gate_closed;
+static _Atomic(int) freeing_now;
+
+void page_fork_gate_close(void) {
+  atomic_store(&fork_gate_closed, 1);
+  while (atomic_load(&freeing_now)) sched_yield();
+}
+
+/* In the child, threads caught between their count and its undo are gone. */
+void page_fork_gate_open(bool in_child) {
+  if (in_child) atomic_store(&freeing_now, 0);
+  atomic_store(&fork_gate_closed, 0);
+}
+
+static void freeing_enter(void) {
+  for (;;) {
+    atomic_fetch_add(&freeing_now, 1);
+    if (!atomic_load(&fork_gate_closed)) return;
+    atomic_fetch_sub(&freeing_now, 1);
+    while (atomic_load(&fork_gate_closed)) sched_yield();
+  }
+}
+
 void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
   (void)seg;
   uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
@@ -98,10 +125,13 @@ void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
     if ((tf & TF_STATE_MASK) == DELAYED_USE) {
       /* The owner parked this page as full: hand the block to the owner's
        * heap so it sees the page has room again. */
+      freeing_enter();
       uintptr_t busy = (tf & ~TF_STATE_MASK) | DELAYED_FREEING;
       if (!atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, busy,
-                                                 memory_order_acquire, memory_order_relaxed))
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        atomic_fetch_sub(&freeing_now, 1);
         continue;
+      }
       heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
       block_t *head = atomic_load_explicit(&h->delayed_free, memory_order_relaxed);
       do {
@@ -114,6 +144,7 @@ void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
                                                     (tf & ~TF_STATE_MASK) | DELAYED_NONE,
                                                     memory_order_release, memory_order_relaxed)) {
       }
+      atomic_fetch_sub(&freeing_now, 1);
       return;
     }
     b->next = (block_t *)(tf & ~TF_STATE_MASK);

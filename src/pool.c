@@ -4,10 +4,12 @@
  * its own cache per pool, used with no lock and no atomic: allocation pops
  * `alloc_list`, free pushes `free_list`; when alloc_list runs dry it takes
  * free_list whole, then bumps through a range of fresh objects granted from
- * a slab. Every FLUSH_AT frees, free_list (whose tail is known) goes to the
- * pool's shared list with one CAS; a dry cache takes the whole shared list
- * with one exchange, so the shared list needs no ABA care. Every step is
- * O(1): no list is walked. Only a bounded pool counts live objects
+ * a slab. Every FLUSH_AT frees, free_list goes whole to the pool's shared
+ * stack of batches; a dry cache takes one batch. The stack is lock-free
+ * (tagged pointers against ABA) and holds small batch records of brisk's
+ * own, never the objects' memory, so no thread ever reads an object another
+ * thread may be using. Every step is O(1), and no thread takes more than a
+ * batch of what others gave back. Only a bounded pool counts live objects
  * atomically, to enforce its bound. */
 #include "internal.h"
 
@@ -25,6 +27,18 @@
 
 typedef struct pool_cache pool_cache_t;
 
+/* A chain of free objects on a pool's shared stack. */
+typedef struct batch {
+  block_t *first;
+  _Atomic(struct batch *) next; /* read by poppers that may lose the race */
+} batch_t;
+
+#define BATCHES_PER_CHUNK 64
+typedef struct batch_chunk {
+  struct batch_chunk *next;
+  batch_t batch[BATCHES_PER_CHUNK];
+} batch_chunk_t;
+
 typedef struct slab {
   uint32_t magic;
   uint32_t capacity;
@@ -38,7 +52,9 @@ struct brisk_pool {
   uint32_t magic;
   size_t object_size, alignment, max_objects;
   uint64_t id;
-  _Atomic(block_t *) shared_free;
+  _Atomic(uint64_t) full_batches;  /* tagged stacks of batch_t */
+  _Atomic(uint64_t) spare_batches;
+  batch_chunk_t *batch_chunks;     /* under lock; freed with the pool */
   _Atomic(size_t) live;          /* bounded pools only */
   _Atomic(uint64_t) exhausted;
   pthread_mutex_t lock;          /* slabs and carving */
@@ -51,7 +67,7 @@ struct brisk_pool {
 
 struct pool_cache {
   block_t *alloc_list;
-  block_t *free_list, *free_tail;
+  block_t *free_list;
   uint32_t free_count;
   uint8_t *bump, *bump_end;        /* fresh objects granted from a slab */
   _Atomic(uint64_t) allocs, frees; /* written by the owner, read by stats */
@@ -110,34 +126,85 @@ static inline pool_cache_t *cache_for(brisk_pool_t *pool) {
   return cache_lookup_slow(pool);
 }
 
-static void shared_push(brisk_pool_t *pool, block_t *first, block_t *last) {
-  block_t *head = atomic_load_explicit(&pool->shared_free, memory_order_relaxed);
+/* ---- The shared stack of batches ---------------------------------------- */
+
+#define TAG_SHIFT 48
+#define PTR_MASK (((uint64_t)1 << TAG_SHIFT) - 1)
+
+static void stack_push(_Atomic(uint64_t) *top, batch_t *b) {
+  uint64_t old = atomic_load_explicit(top, memory_order_relaxed), new_top;
   do {
-    last->next = head;
-  } while (!atomic_compare_exchange_weak_explicit(&pool->shared_free, &head, first, memory_order_release,
-                                                  memory_order_relaxed));
+    atomic_store_explicit(&b->next, (batch_t *)(uintptr_t)(old & PTR_MASK), memory_order_relaxed);
+    new_top = (uint64_t)(uintptr_t)b | (((old >> TAG_SHIFT) + 1) << TAG_SHIFT);
+  } while (!atomic_compare_exchange_weak_explicit(top, &old, new_top, memory_order_release, memory_order_relaxed));
+}
+
+/* Batch records are never freed before their pool: a popper that reads
+ * `next` of a record someone else just took reads stale memory, and the
+ * tag makes its CAS fail. */
+static batch_t *stack_pop(_Atomic(uint64_t) *top) {
+  uint64_t old = atomic_load_explicit(top, memory_order_acquire), new_top;
+  batch_t *b;
+  do {
+    b = (batch_t *)(uintptr_t)(old & PTR_MASK);
+    if (!b) return NULL;
+    batch_t *next = atomic_load_explicit(&b->next, memory_order_relaxed);
+    new_top = (uint64_t)(uintptr_t)next | (((old >> TAG_SHIFT) + 1) << TAG_SHIFT);
+  } while (!atomic_compare_exchange_weak_explicit(top, &old, new_top, memory_order_acquire, memory_order_acquire));
+  return b;
+}
+
+static batch_t *spare_batch(brisk_pool_t *pool) {
+  batch_t *b = stack_pop(&pool->spare_batches);
+  if (b) return b;
+  batch_chunk_t *chunk = brisk_calloc(1, sizeof *chunk);
+  if (!chunk) return NULL;
+  pthread_mutex_lock(&pool->lock);
+  chunk->next = pool->batch_chunks;
+  pool->batch_chunks = chunk;
+  pthread_mutex_unlock(&pool->lock);
+  for (int i = 1; i < BATCHES_PER_CHUNK; i++) stack_push(&pool->spare_batches, &chunk->batch[i]);
+  return &chunk->batch[0];
+}
+
+/* Gives a NULL-terminated chain of objects to the other threads; false when
+ * no batch record can be had (the caller keeps the objects). */
+static bool shared_push(brisk_pool_t *pool, block_t *first) {
+  batch_t *b = spare_batch(pool);
+  if (!b) return false;
+  b->first = first;
+  stack_push(&pool->full_batches, b);
+  return true;
+}
+
+static block_t *shared_pop(brisk_pool_t *pool) {
+  batch_t *b = stack_pop(&pool->full_batches);
+  if (!b) return NULL;
+  block_t *first = b->first;
+  stack_push(&pool->spare_batches, b);
+  return first;
 }
 
 /* Hands the objects freed lately to the other threads. */
 static void flush_free_list(brisk_pool_t *pool, pool_cache_t *c) {
-  if (c->free_list) shared_push(pool, c->free_list, c->free_tail);
-  c->free_list = c->free_tail = NULL;
+  if (!c->free_list || !shared_push(pool, c->free_list)) return;
+  c->free_list = NULL;
   c->free_count = 0;
 }
 
-/* Everything the cache holds back to the pool (at thread exit). */
+/* Everything the cache holds back to the pool (at thread exit); what finds
+ * no batch record stays in the slabs until the pool is destroyed. */
 static void cache_flush_all(brisk_pool_t *pool, pool_cache_t *c) {
   flush_free_list(pool, c);
+  block_t *fresh = NULL;
   for (; c->bump < c->bump_end; c->bump += pool->object_size) {
     block_t *b = (block_t *)c->bump;
-    shared_push(pool, b, b);
+    b->next = fresh;
+    fresh = b;
   }
-  if (c->alloc_list) {
-    block_t *last = c->alloc_list;
-    while (last->next) last = last->next;
-    shared_push(pool, c->alloc_list, last);
-    c->alloc_list = NULL;
-  }
+  if (fresh) shared_push(pool, fresh);
+  if (c->alloc_list) shared_push(pool, c->alloc_list);
+  c->alloc_list = NULL;
 }
 
 /* At thread exit (from the heap's exit hook). */
@@ -216,7 +283,7 @@ static BRISK_NOINLINE block_t *alloc_slow(brisk_pool_t *pool, pool_cache_t *c) {
     c->bump += pool->object_size;
     return b;
   }
-  block_t *shared = atomic_exchange_explicit(&pool->shared_free, NULL, memory_order_acquire);
+  block_t *shared = shared_pop(pool);
   if (shared) {
     c->alloc_list = shared->next;
     return shared;
@@ -286,7 +353,7 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   if (!pool) return;
   pthread_mutex_lock(&pools_lock);
   for (pool_cache_t *c = pool->caches; c; c = c->pool_next) {
-    c->alloc_list = c->free_list = c->free_tail = NULL;
+    c->alloc_list = c->free_list = NULL;
     c->free_count = 0;
     c->bump = c->bump_end = NULL;
     atomic_store_explicit(&c->dead, 1, memory_order_release);
@@ -298,6 +365,11 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
     s->magic = 0;
     brisk_free(s);
     s = next;
+  }
+  while (pool->batch_chunks) {
+    batch_chunk_t *next = pool->batch_chunks->next;
+    brisk_free(pool->batch_chunks);
+    pool->batch_chunks = next;
   }
   pthread_mutex_destroy(&pool->lock);
   pool->magic = 0;
@@ -321,7 +393,7 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
     c->alloc_list = b->next;
   } else if ((b = c->free_list)) { /* the objects freed lately, in one step */
     c->alloc_list = b->next;
-    c->free_list = c->free_tail = NULL;
+    c->free_list = NULL;
     c->free_count = 0;
   } else if (!(b = alloc_slow(pool, c))) {
     goto out_of_memory;
@@ -343,11 +415,11 @@ void brisk_pool_free(brisk_pool_t *pool, void *p) {
   }
   pool_cache_t *c = cache_for(pool);
   if (unlikely(!c)) { /* no memory for a cache: give it straight back */
-    shared_push(pool, p, p);
+    ((block_t *)p)->next = NULL;
+    shared_push(pool, p);
   } else {
     block_t *b = p;
     b->next = c->free_list;
-    if (!b->next) c->free_tail = b;
     c->free_list = b;
     counter_add(&c->frees, 1);
     if (unlikely(++c->free_count >= FLUSH_AT)) flush_free_list(pool, c);

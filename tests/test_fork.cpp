@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,12 +132,24 @@ TEST(Fork, ChildOfBusyThreadsCanAllocate) {
   const int forks = static_cast<int>(scaled(12, 3));
   std::atomic<bool> stop{false};
   std::atomic<size_t> thread_errors{0};
+  // The main thread (the one that forks) hands blocks to the busy threads,
+  // which free them: remote frees into its pages, some parked as full, are
+  // under way when it forks.
+  std::mutex handoff_lock;
+  std::vector<void *> handoff;
   std::vector<std::thread> busy;
   for (size_t t = 0; t < kThreads; ++t)
     busy.emplace_back([&, t] {
       Rng rng(t + 17);
-      std::vector<void *> keep(64, nullptr);
+      std::vector<void *> keep(64, nullptr), theirs;
+      theirs.reserve(4096);
       while (!stop.load(std::memory_order_relaxed)) {
+        if (handoff_lock.try_lock()) {
+          theirs.swap(handoff);
+          handoff_lock.unlock();
+          for (void *p : theirs) brisk_free(p);
+          theirs.clear();
+        }
         size_t n = random_size(rng, 2 * MiB);
         void *p = brisk_malloc(n);
         if (!p) {
@@ -157,7 +170,15 @@ TEST(Fork, ChildOfBusyThreadsCanAllocate) {
     // Some blocks the child will inherit and free.
     std::vector<Block> inherited = make_blocks(200, 977, 2 * MiB, static_cast<uint64_t>(f) * 1000);
     ASSERT_EQ(inherited.size(), 200u);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // threads mid-work
+    for (int round = 0; round < 5; ++round) {  // threads mid-work, freeing the main thread's blocks
+      std::vector<void *> batch(3000);
+      for (void *&p : batch) p = brisk_malloc(48);
+      {
+        std::lock_guard<std::mutex> g(handoff_lock);
+        handoff.insert(handoff.end(), batch.begin(), batch.end());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     std::string problem = run_child(inherited);
     EXPECT_EQ(problem, "") << "fork " << f;
     failures += !problem.empty();
@@ -170,6 +191,7 @@ TEST(Fork, ChildOfBusyThreadsCanAllocate) {
   }
   stop = true;
   for (auto &t : busy) t.join();
+  for (void *p : handoff) brisk_free(p);
   EXPECT_EQ(thread_errors.load(), 0u);
 }
 
