@@ -123,7 +123,10 @@ void *aligned_in(heap_t *h, size_t align, size_t size) {
     uint8_t *b = heap_malloc_generic(h, size + align - 1);
     if (!b) return NULL;
     uint8_t *p = (uint8_t *)align_up((uintptr_t)b, align);
-    if (p != b) page_of(segment_of(b), b)->flags |= PAGE_HAS_ALIGNED;
+    if (p != b) {
+      page_t *pg = page_of(segment_of(b), b);
+      PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
+    }
     return p;
   }
   if (!(h = heap_ready(h))) return NULL;

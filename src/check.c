@@ -55,7 +55,7 @@ static long walk_list(const page_t *pg, const block_t *b, uint64_t *free_bits, c
 
 /* The page's free blocks (all three lists); -1 on a broken list. */
 static long page_free_blocks(const page_t *pg, uint64_t *free_bits) {
-  const block_t *remote = (const block_t *)(atomic_load(&((page_t *)pg)->thread_free) & ~TF_STATE_MASK);
+  const block_t *remote = tf_list(atomic_load(&((page_t *)pg)->thread_free));
   long a = walk_list(pg, pg->free, free_bits, "free");
   long b = a < 0 ? -1 : walk_list(pg, pg->local_free, free_bits, "local free");
   long c = b < 0 ? -1 : walk_list(pg, remote, free_bits, "thread free");
@@ -70,7 +70,7 @@ static int check_page(const page_t *pg) {
   if (free_blocks < 0) return BRISK_CHECK_FREE_LIST;
   /* Remote frees not yet collected still count in `used`. */
   long remote = 0;
-  for (const block_t *b = (const block_t *)(atomic_load(&((page_t *)pg)->thread_free) & ~TF_STATE_MASK); b; b = b->next)
+  for (const block_t *b = tf_list(atomic_load(&((page_t *)pg)->thread_free)); b; b = b->next)
     remote++;
   if ((long)pg->used + free_blocks - remote > (long)pg->capacity)
     return failure(BRISK_CHECK_PAGE, "page %p (blocks of %zu): %u used + %ld free exceed its %u blocks",

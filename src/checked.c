@@ -28,14 +28,14 @@ void checked_free(void *p) {
   page_t *pg = page_of(seg, p);
   if (!pg->in_use) brisk_fatal("free(%p): double free or invalid pointer (its page holds no blocks)", p);
   block_t *b = page_block_start(pg, p);
-  if ((void *)b != p && !(pg->flags & PAGE_HAS_ALIGNED))
+  if ((void *)b != p && !(PEEK(pg->flags) & PAGE_HAS_ALIGNED))
     brisk_fatal("free(%p): pointer is inside a block, not at its start", p);
   uintptr_t *words = (uintptr_t *)b;
   if (words[1] == (FREED_COOKIE ^ (uintptr_t)b)) {
     /* Confirm on the owner's lists when this thread owns the page. */
     bool owner = atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == brisk_tls_heap->uid;
     if (!owner || list_contains(pg->free, b) || list_contains(pg->local_free, b) ||
-        list_contains((block_t *)(atomic_load(&pg->thread_free) & ~TF_STATE_MASK), b))
+        list_contains(tf_list(atomic_load(&pg->thread_free)), b))
       brisk_fatal("free(%p): double free (the block is already free)", p);
   }
   words[1] = FREED_COOKIE ^ (uintptr_t)b;

@@ -70,13 +70,13 @@ static void page_to_full(heap_t *h, page_t *pg) {
   bool was_first = q->first == pg;
   queue_remove(q, pg);
   queue_push_back(&h->full, pg);
-  pg->flags |= PAGE_IN_FULL;
+  PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_IN_FULL));
   if (was_first) direct_update(h, pg->size_class);
 }
 
 static void page_unfull(heap_t *h, page_t *pg) {
   queue_remove(&h->full, pg);
-  pg->flags &= (uint8_t)~PAGE_IN_FULL;
+  PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL));
   page_set_delayed(pg, DELAYED_NONE, false);
   heap_queue_push(h, pg);
 }
@@ -195,7 +195,9 @@ void heap_free_generic(segment_t *seg, page_t *pg, void *p) {
     huge_free(seg);
     return;
   }
-  block_t *b = page_block_start(pg, p);
+  /* Only a page that handed out over-aligned blocks sees interior pointers
+   * (the division is worth skipping on the remote-free path). */
+  block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? page_block_start(pg, p) : (block_t *)p;
   heap_t *h = brisk_tls_heap;
   if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid) free_local(h, pg, b);
   else page_free_remote(seg, pg, b);

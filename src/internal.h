@@ -71,6 +71,12 @@ enum delayed_state {
   DELAYED_NEVER = 3,   /* page is abandoned or being abandoned */
 };
 #define TF_STATE_MASK ((uintptr_t)3)
+/* The high 16 bits count the blocks on the list (a page holds at most 4096),
+ * so the owner takes the list without walking it. */
+#define TF_COUNT_SHIFT 48
+#define TF_COUNT_ONE ((uintptr_t)1 << TF_COUNT_SHIFT)
+#define TF_PTR_MASK ((TF_COUNT_ONE - 1) & ~TF_STATE_MASK)
+static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
 
 enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2 };
 

@@ -21,7 +21,7 @@ void page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   PUBLISH(pg->used, 0);
   pg->free = NULL;
   pg->local_free = NULL;
-  pg->flags = 0;
+  PUBLISH(pg->flags, 0);
   PUBLISH(pg->size_class, (uint8_t)cls);
   PUBLISH(pg->in_use, 1);
   pg->next = pg->prev = NULL;
@@ -44,26 +44,37 @@ void page_extend(page_t *pg) {
   PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);
 }
 
-/* Takes the remote frees, keeping the delayed state bits as they are. */
-static block_t *take_thread_free(page_t *pg) {
+/* Takes the remote frees and their count, keeping the delayed state bits
+ * as they are. */
+static block_t *take_thread_free(page_t *pg, uint32_t *count) {
   uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
   while (tf & ~TF_STATE_MASK) {
     if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, tf & TF_STATE_MASK,
-                                              memory_order_acquire, memory_order_relaxed))
-      return (block_t *)(tf & ~TF_STATE_MASK);
+                                              memory_order_acquire, memory_order_relaxed)) {
+      *count = (uint32_t)(tf >> TF_COUNT_SHIFT);
+      return tf_list(tf);
+    }
   }
   return NULL;
 }
 
+/* Remote frees join the page's lists without a walk (their blocks are cold:
+ * other threads wrote them last), unless both lists are in use. */
 void page_collect(page_t *pg) {
-  block_t *remote = take_thread_free(pg);
+  uint32_t n = 0;
+  block_t *remote = take_thread_free(pg, &n);
   if (remote) {
-    uint32_t n = 1;
-    block_t *tail = remote;
-    while (tail->next) { tail = tail->next; n++; }
-    tail->next = pg->local_free;
-    pg->local_free = remote;
     PUBLISH(pg->used, pg->used - n);
+    if (!pg->free) {
+      pg->free = remote;
+    } else if (!pg->local_free) {
+      pg->local_free = remote;
+    } else {
+      block_t *tail = remote;
+      while (tail->next) tail = tail->next;
+      tail->next = pg->local_free;
+      pg->local_free = remote;
+    }
   }
   if (!pg->free) {
     pg->free = pg->local_free;
@@ -147,8 +158,9 @@ void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
       atomic_fetch_sub(&freeing_now, 1);
       return;
     }
-    b->next = (block_t *)(tf & ~TF_STATE_MASK);
-    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, (uintptr_t)b | (tf & TF_STATE_MASK),
+    b->next = tf_list(tf);
+    uintptr_t pushed = (uintptr_t)b | (tf & TF_STATE_MASK) | ((tf & ~TF_PTR_MASK & ~TF_STATE_MASK) + TF_COUNT_ONE);
+    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, pushed,
                                               memory_order_release, memory_order_relaxed))
       return;
   }

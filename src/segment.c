@@ -249,7 +249,7 @@ uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter) {
     page_set_delayed(pg, adopter ? DELAYED_NONE : DELAYED_NEVER, false);
     atomic_store_explicit(&pg->heap, adopter, memory_order_release);
     page_collect(pg);
-    pg->flags &= (uint8_t)~PAGE_IN_FULL; /* PAGE_HAS_ALIGNED must stay */
+    PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL)); /* PAGE_HAS_ALIGNED must stay */
     pg->next = pg->prev = NULL;
     if (pg->used == 0) {
       PUBLISH(pg->in_use, 0);
