@@ -133,14 +133,17 @@ static segment_t *huge_grow(segment_t *seg, size_t bigger) {
  * (one mremap, still cheaper than a new mapping and its first touch), else
  * (unless the block must be zeroed) a smaller one of this thread's grown to
  * size: its pages stay warm, only the growth is new, and the thread's cache
- * does not overflow into the shared one, which would purge what it gets. */
+ * does not overflow into the shared one, which would purge what it gets.
+ * A bounded heap counts what it maps, so it takes only blocks of its size. */
 static segment_t *take_cached(heap_t *h, size_t mapped, bool zero) {
-  segment_t *seg = take_cached_within(h, mapped, mapped + mapped / 4);
+  bool exact = h->max_bytes != 0;
+  segment_t *seg = take_cached_within(h, mapped, exact ? mapped : mapped + mapped / 4);
   if (seg || mapped > PTRDIFF_MAX / 8) return seg;
   seg = take_cached_within(h, mapped, mapped * 8);
   if (seg) {
-    resize_in_place(seg, mapped);
-    return seg;
+    if (resize_in_place(seg, mapped) || !exact) return seg;
+    segment_release(seg);
+    return NULL;
   }
   if (zero || brisk_opt.realtime) return NULL;
   seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
@@ -182,11 +185,6 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   size_t mapped = huge_round(offset + size);
   if (!heap_may_map(h, mapped)) return NULL;
   segment_t *seg = take_cached(h, mapped, zero);
-  /* A bounded heap counts what it maps: a bigger warm block is cut to size. */
-  if (seg && h->max_bytes && seg->mapped_size != mapped && !resize_in_place(seg, mapped)) {
-    segment_release(seg);
-    seg = NULL;
-  }
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   stat_add(&h->stat_requested, size);
   bool fresh = !seg;

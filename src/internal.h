@@ -75,6 +75,7 @@ enum delayed_state {
  * so the owner takes the list without walking it. */
 #define TF_COUNT_SHIFT 48
 #define TF_COUNT_ONE ((uintptr_t)1 << TF_COUNT_SHIFT)
+#define TF_COUNT_MASK (~(TF_COUNT_ONE - 1))
 #define TF_PTR_MASK ((TF_COUNT_ONE - 1) & ~TF_STATE_MASK)
 static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
 

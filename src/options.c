@@ -130,20 +130,22 @@ static bool is_known(const char *name, size_t len) {
   return !strncmp(name, "BRISK_TEST_", 11); /* the test suite's own */
 }
 
+static void apply_environment(brisk_option_t opt) {
+  const char *v = getenv(options[opt].env);
+  long long value;
+  if (!v) return;
+  if (!parse_option(opt, v, &value) || brisk_option_set(opt, value) != 0)
+    brisk_warning("ignoring %s=\"%s\": expected %s", options[opt].env, v, accepted_form[options[opt].kind]);
+}
+
 /* Each variable once, at start: a malformed value or an unknown BRISK_ name
  * gets one warning and changes nothing. */
 void options_read_environment(void) {
   extern char **environ;
   /* Realtime first: a reserve made under it is touched up front. */
-  for (int k = -1; k < BRISK_OPTION_COUNT; k++) {
-    int i = k < 0 ? BRISK_OPTION_REALTIME : k;
-    if (k == BRISK_OPTION_REALTIME) continue;
-    const char *v = getenv(options[i].env);
-    long long value;
-    if (!v) continue;
-    if (!parse_option((brisk_option_t)i, v, &value) || brisk_option_set((brisk_option_t)i, value) != 0)
-      brisk_warning("ignoring %s=\"%s\": expected %s", options[i].env, v, accepted_form[options[i].kind]);
-  }
+  apply_environment(BRISK_OPTION_REALTIME);
+  for (int i = 0; i < BRISK_OPTION_COUNT; i++)
+    if (i != BRISK_OPTION_REALTIME) apply_environment((brisk_option_t)i);
   for (char **e = environ; e && *e; e++) {
     if (strncmp(*e, "BRISK_", 6)) continue;
     const char *eq = strchr(*e, '=');

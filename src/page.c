@@ -159,7 +159,7 @@ void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
       return;
     }
     b->next = tf_list(tf);
-    uintptr_t pushed = (uintptr_t)b | (tf & TF_STATE_MASK) | ((tf & ~TF_PTR_MASK & ~TF_STATE_MASK) + TF_COUNT_ONE);
+    uintptr_t pushed = (uintptr_t)b | (tf & TF_STATE_MASK) | ((tf & TF_COUNT_MASK) + TF_COUNT_ONE);
     if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, pushed,
                                               memory_order_release, memory_order_relaxed))
       return;

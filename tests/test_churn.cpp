@@ -13,12 +13,6 @@ using namespace bt;
 
 namespace {
 
-struct Block {
-  void *p;
-  size_t n;
-  uint64_t seed;
-};
-
 struct Shared {
   std::mutex m;
   std::vector<Block> left;       // left behind by threads of this round

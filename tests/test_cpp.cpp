@@ -7,6 +7,8 @@
 //    brisk, run with LD_PRELOAD=libbrisk.so; brisk_* found with dlsym.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include "overaligned_types.h"
 #include <malloc.h>
 
 #include <atomic>
@@ -66,16 +68,6 @@ bool aligned_to(const void *p, size_t a) { return (reinterpret_cast<uintptr_t>(p
 
 volatile size_t g_huge = static_cast<size_t>(1) << 50;  // 1 PiB: never available
 
-struct alignas(64) A64 {
-  char c[100];
-};
-struct alignas(256) A256 {
-  char c[300];
-  A256() { std::memset(c, 0x25, sizeof c); }
-};
-struct alignas(4096) A4096 {
-  char c[5000];
-};
 
 int g_handler_calls = 0;
 int g_handler_limit = 0;

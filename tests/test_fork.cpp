@@ -18,12 +18,6 @@ using namespace bt;
 
 namespace {
 
-struct Block {
-  void *p;
-  size_t n;
-  uint64_t seed;
-};
-
 // Runs in the child: no gtest, no stdio, only brisk and _exit. The exit code
 // tells the parent what went wrong.
 [[noreturn]] void child_work(std::vector<Block> &inherited, size_t iters) {

@@ -18,14 +18,6 @@ using namespace bt;
 
 namespace {
 
-brisk_stats_t stats_now() {
-  brisk_stats_t st;
-  std::memset(&st, 0, sizeof st);
-  st.version = BRISK_STATS_VERSION;
-  EXPECT_EQ(brisk_stats_get(&st), 0);
-  return st;
-}
-
 // Whether brisk_visit_blocks (which covers the calling thread's heaps, its
 // explicit heaps and every huge block) reports a live block holding p.
 struct Holder {

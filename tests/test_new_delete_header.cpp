@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "overaligned_types.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -35,16 +37,6 @@ T *sink(T *p) {
   return p;
 }
 
-struct alignas(64) A64 {
-  char c[100];
-};
-struct alignas(256) A256 {
-  char c[300];
-  A256() { std::memset(c, 0x25, sizeof c); }
-};
-struct alignas(4096) A4096 {
-  char c[5000];
-};
 struct WithDtor {  // arrays of it carry a cookie: sized delete[] sees it
   int v = 1;
   ~WithDtor() { v = 0; }

@@ -38,14 +38,6 @@ void expect_consistent(const brisk_pool_stats_t &st, const char *where) {
   }
 }
 
-brisk_stats_t stats_now() {
-  brisk_stats_t st;
-  std::memset(&st, 0, sizeof st);
-  st.version = BRISK_STATS_VERSION;
-  EXPECT_EQ(brisk_stats_get(&st), 0);
-  return st;
-}
-
 // A blocking queue of pointers for the producer/consumer tests.
 struct Queue {
   std::mutex m;
@@ -278,34 +270,29 @@ TEST(Pools, BoundHoldsAcrossThreads) {
       std::vector<uint64_t *> mine;
       mine.reserve(64);
       Rng rng(static_cast<uint64_t>(t) + 1);
-      // First each thread holds 20 (80 wanted, 64 allowed), all at once.
-      for (int i = 0; i < 20; ++i) {
+      // An object, counted live (and in the peak), or NULL counted refused.
+      auto take = [&]() -> uint64_t * {
         uint64_t *p = static_cast<uint64_t *>(brisk_pool_alloc(pool));
         if (!p) {
           refused++;
-          continue;
+          return nullptr;
         }
         long now = ++live;
         long pk = peak.load();
         while (now > pk && !peak.compare_exchange_weak(pk, now)) {
         }
         p[0] = static_cast<uint64_t>(t);
-        mine.push_back(p);
-      }
+        return p;
+      };
+      // First each thread holds 20 (80 wanted, 64 allowed), all at once.
+      for (int i = 0; i < 20; ++i)
+        if (uint64_t *p = take()) mine.push_back(p);
       ready++;
       while (ready.load() < nthreads) std::this_thread::yield();
       for (size_t s = 0; s < steps; ++s) {
         if (mine.size() < 40 && rng.below(2) == 0) {
-          uint64_t *p = static_cast<uint64_t *>(brisk_pool_alloc(pool));
-          if (!p) {
-            refused++;
-            continue;
-          }
-          long now = ++live;
-          long pk = peak.load();
-          while (now > pk && !peak.compare_exchange_weak(pk, now)) {
-          }
-          p[0] = static_cast<uint64_t>(t);
+          uint64_t *p = take();
+          if (!p) continue;
           p[1] = s;
           mine.push_back(p);
         } else if (!mine.empty()) {

@@ -24,15 +24,6 @@ using namespace bt;
 
 namespace {
 
-brisk_stats_t stats_now() {
-  brisk_stats_t st;
-  std::memset(&st, 0, sizeof st);
-  st.version = BRISK_STATS_VERSION;
-  int rc = brisk_stats_get(&st);
-  EXPECT_EQ(rc, 0);
-  return st;
-}
-
 // The class brisk uses for a request of n bytes: the smallest class size
 // that holds it.
 unsigned class_for(const brisk_stats_t &st, size_t n) {

@@ -18,12 +18,6 @@ using namespace bt;
 
 namespace {
 
-struct Block {
-  void *p;
-  size_t n;
-  uint64_t seed;
-};
-
 uint64_t seed_of(size_t thread, size_t round, size_t index) {
   return (static_cast<uint64_t>(thread) << 48) ^ (static_cast<uint64_t>(round) << 32) ^ index;
 }

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "brisk.h"
 
 // Set by tests/CMakeLists.txt from the BRISK_SANITIZE cache variable.
@@ -176,6 +178,22 @@ inline const size_t *tier_sizes(size_t *count) {
       32 * MiB,   64 * MiB};
   *count = sizeof sizes / sizeof sizes[0];
   return sizes;
+}
+
+// A block a test holds, with the seed of the pattern written into it.
+struct Block {
+  void *p;
+  size_t n;
+  uint64_t seed;
+};
+
+// brisk's statistics now (the call itself must succeed).
+inline brisk_stats_t stats_now() {
+  brisk_stats_t st;
+  std::memset(&st, 0, sizeof st);
+  st.version = BRISK_STATS_VERSION;
+  EXPECT_EQ(brisk_stats_get(&st), 0);
+  return st;
 }
 
 }  // namespace bt
