@@ -155,8 +155,11 @@ TEST(Churn, ThousandsOfShortThreadsDoNotGrowMemory) {
       << "with nothing live, mapped memory grew from " << mib(mapped_empty[0]) << " to "
       << mib(mapped_empty[1]) << " over " << total_threads / 2 << " more threads";
   // With a round of leftovers live, the footprint fluctuates with how the
-  // blocks fall into pages: allow a quarter more, but no steady growth.
-  EXPECT_LE(mapped_live[1], mapped_live[0] + mapped_live[0] / 4 + 16 * MiB)
+  // blocks fall into the dead threads' segments and which of those are
+  // adopted (under TSan, 544-620 MiB after the first half and 580-716 MiB
+  // after the second in 7 runs, no trend): allow half more. A segment
+  // stranded per dead thread would add 4 MiB x total_threads / 2, far above.
+  EXPECT_LE(mapped_live[1], mapped_live[0] + mapped_live[0] / 2 + 16 * MiB)
       << "with leftovers live, mapped memory grew from " << mib(mapped_live[0]) << " to "
       << mib(mapped_live[1]);
   if (!BRISK_TEST_SANITIZED) {  // sanitizers keep per-thread state of their own
