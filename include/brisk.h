@@ -32,10 +32,18 @@ extern "C" {
 /* ---- The malloc family -------------------------------------------------- */
 
 /* malloc(0) returns a unique pointer that must be freed. Blocks of 16 bytes
- * or more are aligned to 16 bytes. */
+ * or more are aligned to 16 bytes. Memory is mapped without MAP_NORESERVE,
+ * so a request the kernel's overcommit policy refuses (vm.overcommit_memory
+ * 0 or 2) fails here with ENOMEM, as with glibc, instead of killing the
+ * program at first touch. */
 BRISK_MALLOC_ATTR void *brisk_malloc(size_t size);
+/* The block reads as zero in every mode and tier (realtime mode included:
+ * memory whose purge was skipped is cleared, not trusted). */
 BRISK_MALLOC_ATTR void *brisk_calloc(size_t count, size_t size);
-/* On failure the old block is left untouched and NULL is returned.
+/* On failure the old block is left untouched and NULL is returned. A huge
+ * block (above 1 MiB) is grown or shrunk with mremap, without copying,
+ * while other threads allocate and free: the address space it gives up may
+ * be reused at once by anyone.
  * realloc(p, 0) frees nothing: it returns a minimal block (glibc frees and
  * returns NULL; both are allowed, and a unique pointer is the safer one). */
 BRISK_API void *brisk_realloc(void *ptr, size_t size);
@@ -43,7 +51,13 @@ BRISK_API void *brisk_reallocarray(void *ptr, size_t count, size_t size);
 BRISK_API void brisk_free(void *ptr);
 /* size may be any value between the requested size and the usable size. */
 BRISK_API void brisk_free_sized(void *ptr, size_t size);
-/* alignment: a power of two. size need not be a multiple of it. */
+/* alignment: a power of two. size need not be a multiple of it. Every
+ * alignment (tested up to 1 GiB) and every size, 0 included, gives a usable
+ * block (at least one byte) that free releases and the reports walk;
+ * aligned blocks above 1 MiB are recycled through the same caches as other
+ * huge blocks. Alignments above 4 MiB cost address space (the 4 MiB before
+ * the block), not memory. A grown huge block (realloc) keeps 4 MiB
+ * alignment only. */
 BRISK_MALLOC_ATTR void *brisk_aligned_alloc(size_t alignment, size_t size);
 /* alignment: a power of two that is a multiple of sizeof(void*). */
 BRISK_API int brisk_posix_memalign(void **out, size_t alignment, size_t size);

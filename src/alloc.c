@@ -30,7 +30,7 @@ void brisk_free_sized(void *p, size_t size) {
 size_t brisk_usable_size(const void *p) {
   segment_t *seg = segment_of(p);
   if (!seg) return 0;
-  if (seg->kind == SEG_HUGE) return (size_t)(seg->map_base + seg->mapped_size - (const uint8_t *)p);
+  if (seg->kind == SEG_HUGE) return (size_t)((const uint8_t *)seg + seg->mapped_size - (const uint8_t *)p);
   page_t *pg = page_of(seg, p);
   const uint8_t *b = (const uint8_t *)page_block_start(pg, p);
   return (size_t)(b + pg->block_size - (const uint8_t *)p);

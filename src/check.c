@@ -149,6 +149,8 @@ int brisk_check_heap(void) {
 
 /* ---- Visiting live blocks ----------------------------------------------- */
 
+/* A huge block to visit, or (size 0) a paged segment to walk. Huge blocks
+ * are at least a byte, so the two never mix. */
 typedef struct block_ref { void *p; size_t size; } block_ref_t;
 
 /* Calls visit on each live block of a page the caller may read. */
@@ -202,10 +204,13 @@ static size_t list_blocks(const owner_set_t *own, block_ref_t *refs, size_t cap)
     unsigned state = PEEK(seg->state);
     bool mine = state == SEG_STATE_OWNED && in_set(own, atomic_load(&seg->owner_uid));
     if (state != SEG_STATE_HUGE && !mine) continue;
+    /* A huge block being set up by its thread may show a size from its last
+     * use; skip it rather than walk past its mapping. */
+    if (state == SEG_STATE_HUGE && PEEK(seg->mapped_size) <= PEEK(seg->block_offset)) continue;
     if (count < cap) {
       uint8_t *block = (uint8_t *)seg + PEEK(seg->block_offset);
       refs[count].p = state == SEG_STATE_HUGE ? block : (void *)seg;
-      refs[count].size = state == SEG_STATE_HUGE ? (size_t)(seg->map_base + PEEK(seg->mapped_size) - block) : 0;
+      refs[count].size = state == SEG_STATE_HUGE ? PEEK(seg->mapped_size) - PEEK(seg->block_offset) : 0;
     }
     count++;
   }

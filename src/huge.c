@@ -17,22 +17,32 @@ static size_t huge_round(size_t need) {
   return align_up(need, granule);
 }
 
+/* The offset is published before the state: a stats or visit walk that
+ * sees a huge block sees where it starts. */
 static void huge_setup(segment_t *seg, size_t offset) {
   PUBLISH(seg->kind, SEG_HUGE);
+  PUBLISH(seg->block_offset, offset);
   PUBLISH(seg->state, SEG_STATE_HUGE);
   seg->page_shift = 63; /* every offset maps to pages[0] */
   seg->page_count = 1;
-  PUBLISH(seg->block_offset, offset);
   seg->heap = NULL;
   seg->next = seg->prev = NULL;
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
 }
 
+/* The chunk map changes only where the mapping does, and in the order that
+ * keeps it true for other threads: a tail is unmarked before mremap gives it
+ * up (another thread may map a segment there at once), a growth is marked
+ * after mremap has it. The chunks that stay are never touched. */
 static bool resize_in_place(segment_t *seg, size_t size) {
-  if (!os_resize(seg, seg->mapped_size, size)) return false;
-  segment_mark(seg, false);
+  size_t old = seg->mapped_size;
+  if (size < old) os_map_range(seg, size, old, false);
+  if (!os_resize(seg, old, size)) {
+    if (size < old) os_map_range(seg, size, old, true);
+    return false;
+  }
+  if (size > old) os_map_range(seg, old, size, true);
   PUBLISH(seg->mapped_size, size);
-  segment_mark(seg, true);
   return true;
 }
 
@@ -107,26 +117,35 @@ static bool hot_purge(heap_t *h, uint64_t now, bool force) {
 
 /* Grows a block's mapping to `bigger`: in place, else moved (without
  * copying) onto a new aligned mapping. Returns the block's segment, or NULL
- * with the block unchanged. */
+ * with the block unchanged. The old range leaves the chunk map before the
+ * move frees it; the new one joins after. */
 static segment_t *huge_grow(segment_t *seg, size_t bigger) {
   if (resize_in_place(seg, bigger)) return seg;
   uint8_t *base;
   size_t got;
-  segment_t *target = os_map_aligned(bigger, SEGMENT_SIZE, &base, &got);
+  segment_t *target = os_map_aligned(bigger, SEGMENT_SIZE, 0, &base, &got);
   if (!target) return NULL;
   size_t old_size = seg->mapped_size;
   segments_remove(seg);
+  segment_mark(seg, false);
   if (!os_move(seg, old_size, target, bigger)) {
+    segment_mark(seg, true);
     segments_add(seg);
     os_unmap(target, got);
     return NULL;
   }
-  os_map_span(seg, old_size, false);
-  target->map_base = (uint8_t *)target;
   PUBLISH(target->mapped_size, got);
   segment_mark(target, true);
   segments_add(target);
   return target;
+}
+
+/* Where a block aligned to `align` (at least 64) starts in the huge segment
+ * at seg: after the header, on the alignment. Up to a segment's alignment
+ * this is the same for every segment; past it, it depends on the address. */
+static size_t block_offset_for(const segment_t *seg, size_t align) {
+  uintptr_t a = (uintptr_t)seg;
+  return (size_t)(align_up(a + HUGE_BLOCK_OFFSET, align) - a);
 }
 
 /* A warm block of about the right size, else a bigger one cut down to size
@@ -134,10 +153,19 @@ static segment_t *huge_grow(segment_t *seg, size_t bigger) {
  * (unless the block must be zeroed) a smaller one of this thread's grown to
  * size: its pages stay warm, only the growth is new, and the thread's cache
  * does not overflow into the shared one, which would purge what it gets.
- * A bounded heap counts what it maps, so it takes only blocks of its size. */
-static segment_t *take_cached(heap_t *h, size_t mapped, bool zero) {
+ * A bounded heap counts what it maps, so it takes only blocks of its size.
+ * Past a segment's alignment only a block of about the right size at a
+ * fitting address will do (one freed by the same kind of request). */
+static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align, size_t size) {
   bool exact = h->max_bytes != 0;
   segment_t *seg = take_cached_within(h, mapped, exact ? mapped : mapped + mapped / 4);
+  if (align > SEGMENT_SIZE) {
+    if (seg && block_offset_for(seg, align) + size > seg->mapped_size) {
+      segment_release(seg);
+      seg = NULL;
+    }
+    return seg;
+  }
   if (seg || mapped > PTRDIFF_MAX / 8) return seg;
   seg = take_cached_within(h, mapped, mapped * 8);
   if (seg) {
@@ -154,41 +182,24 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero) {
   return grown;
 }
 
-/* Blocks aligned to a segment or more: the header sits in the chunk below
- * the block, which the chunk map marks with tag 2. Never cached. */
-static void *huge_alloc_overaligned(heap_t *h, size_t size, size_t align) {
-  size_t body = align_up(size, OS_PAGE_SIZE);
-  if (body < size || align + body < body) { errno = ENOMEM; return NULL; }
-  uint8_t *base;
-  size_t mapped;
-  if (!os_map_aligned(align + body, align, &base, &mapped)) return NULL;
-  uint8_t *block = base + align;
-  segment_t *seg = (segment_t *)(block - SEGMENT_SIZE);
-  seg->map_base = base;
-  PUBLISH(seg->mapped_size, mapped);
-  PUBLISH(seg->purged, 0);
-  huge_setup(seg, SEGMENT_SIZE);
-  seg->live = 1;
-  segment_mark(seg, true);
-  segments_add(seg);
-  heap_link(h, seg);
-  return block;
-}
-
+/* Every alignment is served the same way: the block sits in a segment whose
+ * header starts the mapping. Past a segment's alignment, the mapping is
+ * placed so that one segment in lands on the alignment: the header's chunk
+ * costs address space, not memory, and the block is cached like any other.
+ * Size 0 gets a real byte, so the pointer is inside the mapping. */
 void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
-  if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) { errno = ENOMEM; return NULL; }
-  if (align >= SEGMENT_SIZE) {
-    if (!heap_may_map(h, align + align_up(size, OS_PAGE_SIZE))) return NULL;
-    return huge_alloc_overaligned(h, size, align);
-  }
-  size_t offset = align_up(HUGE_BLOCK_OFFSET, align > 64 ? align : 64);
-  size_t mapped = huge_round(offset + size);
+  if (size == 0) size = 1;
+  if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE || align > PTRDIFF_MAX / 4) { errno = ENOMEM; return NULL; }
+  if (align < 64) align = 64;
+  size_t skew = align > SEGMENT_SIZE ? SEGMENT_SIZE : 0;
+  size_t mapped = huge_round((skew ? skew : block_offset_for(NULL, align)) + size);
   if (!heap_may_map(h, mapped)) return NULL;
-  segment_t *seg = take_cached(h, mapped, zero);
+  segment_t *seg = take_cached(h, mapped, zero, align, size);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   stat_add(&h->stat_requested, size);
   bool fresh = !seg;
-  if (!seg && !(seg = segment_map(mapped))) return NULL;
+  if (!seg && !(seg = segment_map(mapped, skew ? align : SEGMENT_SIZE, skew))) return NULL;
+  size_t offset = block_offset_for(seg, align);
   huge_setup(seg, offset);
   heap_link(h, seg);
   uint8_t *p = (uint8_t *)seg + offset;
@@ -204,10 +215,6 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
 
 void huge_free(segment_t *seg) {
   heap_unlink(seg);
-  if (seg->map_base != (uint8_t *)seg) {
-    segment_unmap(seg);
-    return;
-  }
   /* The thread's own cache is bounded by its slots and a per-block cap, and
    * is not counted against the shared cache's cap: no shared counter here. */
   heap_t *h = brisk_tls_heap;
@@ -223,7 +230,7 @@ void huge_free(segment_t *seg) {
 void *huge_realloc(segment_t *seg, void *p, size_t size) {
   /* Explicit heaps' blocks are resized by copying within the heap; realtime
    * mode copies too, through the caches, rather than call mremap. */
-  if (seg->map_base != (uint8_t *)seg || seg->heap || brisk_opt.realtime) return NULL;
+  if (seg->heap || brisk_opt.realtime) return NULL;
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
   size_t need = offset + size;

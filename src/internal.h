@@ -108,15 +108,13 @@ typedef struct segment {
   _Atomic(uint64_t) owner_uid; /* heap uid of the owning thread; 0 = none */
   uint8_t kind;
   uint8_t page_shift;
-  uint8_t memory_is_zero;      /* huge: never handed out since it was mapped */
   uint8_t purged;              /* huge/cached: contents were given back */
   uint8_t live;                /* huge: handed out and not freed (checked library) */
   uint8_t state;               /* segment_state (PUBLISHed) */
   uint32_t page_count;
   uint32_t pages_in_use;
   uint64_t free_page_mask;     /* bit i: page i is free */
-  size_t mapped_size;          /* bytes of the mapping that starts at map_base */
-  uint8_t *map_base;           /* == segment, except for over-aligned huge blocks */
+  size_t mapped_size;          /* bytes of the mapping, which starts at the header */
   size_t block_offset;         /* huge: block start relative to the segment */
   uint64_t cached_at_ms;       /* huge/empty: when it entered a cache */
   struct heap *heap;           /* owning heap (only the owner reads it) */
@@ -220,14 +218,14 @@ static inline page_t *page_of(segment_t *seg, const void *p) {
   return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
 }
 
-BRISK_INTERNAL void *os_map_aligned(size_t size, size_t align, uint8_t **base, size_t *mapped);
+BRISK_INTERNAL void *os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped);
 BRISK_INTERNAL void os_unmap(void *base, size_t size);
 BRISK_INTERNAL void *os_scratch_map(size_t size);
 BRISK_INTERNAL void os_scratch_unmap(void *p, size_t size);
-BRISK_INTERNAL void os_purge(void *p, size_t size);
+BRISK_INTERNAL bool os_purge(void *p, size_t size);
 BRISK_INTERNAL bool os_resize(void *base, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool os_move(void *base, size_t old_size, void *target, size_t new_size);
-BRISK_INTERNAL void os_map_span(const void *header, size_t span, bool on);
+BRISK_INTERNAL void os_map_range(const void *header, size_t from, size_t to, bool on);
 BRISK_INTERNAL uint64_t os_now_ms(void);
 enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE, OS_MREMAP };
 BRISK_INTERNAL uint64_t os_call_count(int which);
@@ -260,7 +258,7 @@ static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
 BRISK_INTERNAL page_t *segment_page_alloc(heap_t *h, unsigned kind);
 BRISK_INTERNAL void segment_page_retire(heap_t *h, page_t *pg);
 BRISK_INTERNAL void segment_release(segment_t *seg);
-BRISK_INTERNAL segment_t *segment_map(size_t size);
+BRISK_INTERNAL segment_t *segment_map(size_t size, size_t align, size_t skew);
 BRISK_INTERNAL void segment_unmap(segment_t *seg);
 BRISK_INTERNAL void segment_mark(segment_t *seg, bool on);
 /* Every mapped segment, for stats, checks and visits (segment.c). */

@@ -23,17 +23,22 @@ static _Atomic(size_t) max_bytes;
 static _Atomic(uint64_t) os_calls[4]; /* enum os_call */
 static _Atomic(size_t) peak_mapped;
 
-/* Marks (or clears) the chunks from a segment header to header + span: the
- * header's chunk gets 1, each later chunk the distance back to it plus one,
- * capped at 255 (then the lookup hops back 254 chunks and looks again). */
-void os_map_span(const void *header, size_t span, bool on) {
-  size_t first = (uintptr_t)header >> SEGMENT_SHIFT;
-  size_t last = ((uintptr_t)header + (span ? span : 1) - 1) >> SEGMENT_SHIFT;
-  for (size_t i = first; i <= last; i++) {
-    size_t tag = i - first + 1;
-    atomic_store_explicit(&brisk_chunk_map[i], on ? (uint8_t)(tag > 255 ? 255 : tag) : 0,
+/* Marks (or clears) the chunks of a mapping that starts at a segment header
+ * (always chunk-aligned) from its byte `from` up to `to`: the header's chunk
+ * gets 1, each later chunk the distance back to it plus one, capped at 255
+ * (then the lookup hops back 254 chunks and looks again). A chunk belongs to
+ * the mapping when the mapping covers the chunk's first byte.
+ *
+ * Callers keep the map right at every instant another thread may look: they
+ * mark chunks after the memory is mapped and clear them before it is given
+ * back, since another thread may map the range the moment it is free. */
+void os_map_range(const void *header, size_t from, size_t to, bool on) {
+  size_t base = (uintptr_t)header >> SEGMENT_SHIFT;
+  size_t first = (from + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
+  size_t end = (to + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
+  for (size_t i = first; i < end; i++)
+    atomic_store_explicit(&brisk_chunk_map[base + i], on ? (uint8_t)(i + 1 > 255 ? 255 : i + 1) : 0,
                           memory_order_release);
-  }
 }
 
 static void unmap_raw(void *base, size_t size) {
@@ -56,14 +61,19 @@ static bool reserve_bytes(size_t size) {
   return true;
 }
 
-static void *map_once(size_t size, size_t align, uint8_t **base, size_t *mapped) {
+/* Maps `size` bytes at an address p that is a multiple of SEGMENT_SIZE
+ * (or of the OS page when align is smaller) and makes p + skew a multiple
+ * of align. No MAP_NORESERVE: a request the kernel's overcommit policy
+ * refuses fails here, as with glibc, instead of at first touch. */
+static void *map_once(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped) {
   if (!reserve_bytes(size)) return NULL;
-  size_t span = size + (align > OS_PAGE_SIZE ? align : 0);
+  size_t over = align > OS_PAGE_SIZE ? align : 0;
+  size_t span = size + over;
   if (span < size) goto fail;
   atomic_fetch_add_explicit(&os_calls[OS_MMAP], 1, memory_order_relaxed);
-  uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) goto fail;
-  uint8_t *p = (uint8_t *)align_up((uintptr_t)m, align > OS_PAGE_SIZE ? align : OS_PAGE_SIZE);
+  uint8_t *p = over ? (uint8_t *)(align_up((uintptr_t)m + skew, align) - skew) : m;
   /* Trim the slack so that only `size` bytes stay mapped. */
   if (p > m) unmap_raw(m, (size_t)(p - m));
   if (m + span > p + size) unmap_raw(p + size, (size_t)(m + span - (p + size)));
@@ -80,13 +90,15 @@ fail:
   return NULL;
 }
 
-/* Maps `size` bytes (a multiple of the OS page) aligned to `align`. When the
- * OS or the cap says no, cached memory is released and the map retried once. */
-void *os_map_aligned(size_t size, size_t align, uint8_t **base, size_t *mapped) {
-  void *p = map_once(size, align, base, mapped);
+/* Maps `size` bytes (a multiple of the OS page) at a multiple of align,
+ * plus skew bytes (align and skew multiples of the OS page, skew < align).
+ * When the OS or the cap says no, cached memory is released and the map
+ * retried once. */
+void *os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped) {
+  void *p = map_once(size, align, skew, base, mapped);
   if (p) return p;
   purge_release_all();
-  p = map_once(size, align, base, mapped);
+  p = map_once(size, align, skew, base, mapped);
   if (!p) errno = ENOMEM;
   return p;
 }
@@ -108,13 +120,16 @@ void os_unmap(void *base, size_t size) {
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
 }
 
-void os_purge(void *p, size_t size) {
-  if (brisk_opt.realtime) return;
+/* Returns whether the pages now read as zero: realtime mode skips the call,
+ * and the kernel may refuse it (locked pages), so callers that trust purged
+ * memory to be zero must ask. */
+bool os_purge(void *p, size_t size) {
+  if (brisk_opt.realtime) return false;
   uintptr_t start = align_up((uintptr_t)p, OS_PAGE_SIZE);
   uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
-  if (end <= start) return;
+  if (end <= start) return true;
   atomic_fetch_add_explicit(&os_calls[OS_MADVISE], 1, memory_order_relaxed);
-  madvise((void *)start, end - start, MADV_DONTNEED);
+  return madvise((void *)start, end - start, MADV_DONTNEED) == 0;
 }
 
 /* Grows or shrinks a mapping in place. */

@@ -87,13 +87,13 @@ static void heap_pages_delta(segment_t *seg, long pages) {
 }
 
 /* A fresh segment-aligned mapping of `size` bytes, marked in the chunk map
- * and in the registry. */
-segment_t *segment_map(size_t size) {
+ * and in the registry; placed so that seg + skew is a multiple of align
+ * (a multiple of SEGMENT_SIZE). */
+segment_t *segment_map(size_t size, size_t align, size_t skew) {
   uint8_t *base;
   size_t mapped;
-  segment_t *seg = os_map_aligned(size, SEGMENT_SIZE, &base, &mapped);
+  segment_t *seg = os_map_aligned(size, align, skew, &base, &mapped);
   if (!seg) return NULL;
-  seg->map_base = base;
   PUBLISH(seg->mapped_size, mapped);
   segment_mark(seg, true);
   segments_add(seg);
@@ -103,7 +103,7 @@ segment_t *segment_map(size_t size) {
 static segment_t *segment_new(heap_t *h, unsigned kind) {
   segment_t *seg = cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
-  if (!seg && !(seg = segment_map(SEGMENT_SIZE))) return NULL;
+  if (!seg && !(seg = segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0))) return NULL;
   seg->block_offset = 0;
   PUBLISH(seg->purged, 0);
   segment_setup(seg, h, kind);
@@ -165,6 +165,7 @@ void segment_release(segment_t *seg) {
 /* Purges free pages that have been idle for the purge delay (all with force).
  * Neighbouring pages are given back in one call. */
 void segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
+  uint32_t run_first = 0;
   uint8_t *run = NULL;
   size_t run_len = 0;
   for (uint32_t i = 0; i <= seg->page_count; i++) {
@@ -173,12 +174,16 @@ void segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
         (force || now - pg->retired_at_ms >= brisk_opt.purge_delay_ms)) {
       size_t len;
       uint8_t *start = page_area(seg, i, &len);
-      if (!run) run = start;
+      if (!run) {
+        run = start;
+        run_first = i;
+      }
       run_len = (size_t)(start + len - run);
-      PUBLISH(pg->needs_purge, 0);
       continue;
     }
-    if (run) os_purge(run, run_len);
+    /* A purge that did not happen (realtime mode) leaves the pages dirty. */
+    if (run && os_purge(run, run_len))
+      for (uint32_t k = run_first; k < i; k++) PUBLISH(seg->pages[k].needs_purge, 0);
     run = NULL;
   }
 }
@@ -190,7 +195,7 @@ void segment_reserve(size_t bytes) {
   size_t want = cache_bytes() + n * SEGMENT_SIZE;
   if (brisk_opt.cache_cap < want) brisk_opt.cache_cap = want;
   while (n-- > 0) {
-    segment_t *seg = segment_map(SEGMENT_SIZE);
+    segment_t *seg = segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0);
     if (!seg) return;
     PUBLISH(seg->kind, SEG_SMALL);
     if (brisk_opt.realtime)
@@ -417,23 +422,20 @@ segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind) {
   return seg;
 }
 
-/* Gives back all of a cached segment but its header. */
+/* Gives back all of a cached segment but its header. `purged` promises
+ * calloc that the rest reads as zero: set only when the purge happened. */
 static void purge_cached(segment_t *seg) {
   uint8_t *header_end = (uint8_t *)seg + align_up(seg->kind == SEG_HUGE ? HUGE_BLOCK_OFFSET : sizeof(segment_t), OS_PAGE_SIZE);
-  if (seg->map_base < (uint8_t *)seg) os_purge(seg->map_base, (size_t)((uint8_t *)seg - seg->map_base));
-  os_purge(header_end, (size_t)(seg->map_base + seg->mapped_size - header_end));
-  PUBLISH(seg->purged, 1);
+  if (os_purge(header_end, (size_t)((uint8_t *)seg + seg->mapped_size - header_end))) PUBLISH(seg->purged, 1);
 }
 
-/* Marks in the chunk map the part of the mapping from the header on. */
-void segment_mark(segment_t *seg, bool on) {
-  os_map_span(seg, (size_t)(seg->map_base + seg->mapped_size - (uint8_t *)seg), on);
-}
+void segment_mark(segment_t *seg, bool on) { os_map_range(seg, 0, seg->mapped_size, on); }
 
+/* Out of the chunk map before the range is free for others to map. */
 void segment_unmap(segment_t *seg) {
   segments_remove(seg);
   segment_mark(seg, false);
-  os_unmap(seg->map_base, seg->mapped_size);
+  os_unmap(seg, seg->mapped_size);
 }
 
 /* Purges (or with force, unmaps) what has sat in `slots` for the purge

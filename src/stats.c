@@ -72,7 +72,7 @@ int brisk_stats_get(brisk_stats_t *st) {
     } else if (state == SEG_STATE_HUGE) {
       brisk_tier_stats_t *t = &st->tiers[BRISK_TIER_HUGE];
       t->live_blocks++;
-      t->in_use += (size_t)(seg->map_base + mapped - ((uint8_t *)seg + PEEK(seg->block_offset)));
+      t->in_use += mapped - PEEK(seg->block_offset);
       t->committed += mapped;
       t->reserved += mapped;
     } else {
