@@ -179,6 +179,12 @@ BRISK_API void brisk_stats_print(FILE *out);
 /* The same as JSON; returns the length it needs (like snprintf). */
 BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 
+/* ---- Tools that replace malloc ----------------------------------------------
+ * Under valgrind (LD_PRELOAD=libbrisk.so valgrind prog), valgrind's allocator
+ * serves every malloc-family and operator new/delete entry point libbrisk
+ * exports, so it reports no false errors. The brisk_* functions are not
+ * replaced: their blocks must not be passed to free() under valgrind. */
+
 /* ---- Options -----------------------------------------------------------------
  * Each is read once at start from its environment variable (BRISK_<NAME>)
  * and can be read and changed at run time. Sizes accept K, M, G, T suffixes. */

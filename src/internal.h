@@ -350,6 +350,13 @@ static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1
 static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH(*counter, *counter + n); }
 static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
 
+/* count * size for calloc and reallocarray; on overflow false, errno = ENOMEM. */
+static inline bool size_product(size_t count, size_t size, size_t *total) {
+  if (likely(!__builtin_mul_overflow(count, size, total))) return true;
+  errno = ENOMEM;
+  return false;
+}
+
 /* Foreign pointers: made before brisk was loaded (by the dynamic loader's
  * bootstrap malloc) or by glibc's malloc. */
 BRISK_INTERNAL void foreign_free(void *p);
