@@ -337,6 +337,16 @@ BRISK_INTERNAL void report_prepare(void);
 BRISK_INTERNAL void leak_report(int fd);
 BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
 
+/* ---- glibc's statistics (stats.c) -------------------------------------- */
+
+/* glibc's struct mallinfo2 in brisk's terms (meanings in brisk.h), without
+ * <malloc.h>: override.c copies it into that header's layouts. */
+typedef struct mallinfo_fields {
+  size_t arena, ordblks, hblks, hblkhd, usmblks, uordblks, fordblks, keepcost;
+} mallinfo_fields_t;
+BRISK_INTERNAL void stats_mallinfo(mallinfo_fields_t *mi);
+BRISK_INTERNAL void stats_print_malloc_stats(void);
+
 /* ---- Shared helpers ----------------------------------------------------- */
 
 /* Fields the owner writes and the stats, checks and visits of other threads

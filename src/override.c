@@ -5,6 +5,8 @@
  * program's new_handler and throws std::bad_alloc through it. */
 #include "fast_path.h"
 
+#include <limits.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -69,6 +71,50 @@ EXPORT void *__libc_memalign(size_t align, size_t size) { return memalign(align,
 EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
 EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
 EXPORT int __posix_memalign(void **out, size_t align, size_t size) { return posix_memalign(out, align, size); }
+
+/* ---- glibc's statistics and tuning (what each figure means: brisk.h) ----- */
+
+#if defined(__GLIBC__)
+#if __GLIBC_PREREQ(2, 33)
+EXPORT struct mallinfo2 mallinfo2(void) {
+  mallinfo_fields_t f;
+  stats_mallinfo(&f);
+  return (struct mallinfo2){.arena = f.arena, .ordblks = f.ordblks, .hblks = f.hblks, .hblkhd = f.hblkhd,
+                            .usmblks = f.usmblks, .uordblks = f.uordblks, .fordblks = f.fordblks,
+                            .keepcost = f.keepcost};
+}
+#endif
+
+/* glibc's int fields wrap past 2 GiB; a figure stuck at INT_MAX is less wrong. */
+static int saturate(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
+REPLACEABLE struct mallinfo mallinfo(void) {
+  mallinfo_fields_t f;
+  stats_mallinfo(&f);
+  return (struct mallinfo){.arena = saturate(f.arena), .ordblks = saturate(f.ordblks),
+                           .hblks = saturate(f.hblks), .hblkhd = saturate(f.hblkhd),
+                           .usmblks = saturate(f.usmblks), .uordblks = saturate(f.uordblks),
+                           .fordblks = saturate(f.fordblks), .keepcost = saturate(f.keepcost)};
+}
+
+REPLACEABLE void malloc_stats(void) { stats_print_malloc_stats(); }
+
+/* glibc's tuning of its arenas, thresholds and trimming has nothing to act on
+ * in brisk (BRISK_* options tune it): accepted, as glibc accepts the SVID
+ * no-ops. Its debugging aids (heap checks, perturbed contents) brisk does not
+ * have: refused, like a parameter nobody defines. */
+REPLACEABLE int mallopt(int param, int value) {
+  (void)value;
+  switch (param) {
+    case M_MXFAST: case M_NLBLKS: case M_GRAIN: case M_KEEP:
+    case M_TRIM_THRESHOLD: case M_TOP_PAD: case M_MMAP_THRESHOLD: case M_MMAP_MAX:
+    case M_ARENA_TEST: case M_ARENA_MAX:
+      return 1;
+    default:
+      return 0;
+  }
+}
+#endif
 
 /* ---- C++ operator new and delete ---------------------------------------- */
 
