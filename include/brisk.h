@@ -193,6 +193,39 @@ BRISK_API void brisk_stats_print(FILE *out);
 /* The same as JSON; returns the length it needs (like snprintf). */
 BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 
+/* ---- glibc's statistics and tuning under libbrisk ---------------------------
+ * When libbrisk replaces malloc (LD_PRELOAD or linked), <malloc.h>'s
+ * mallinfo2, mallinfo, malloc_stats and mallopt answer for brisk:
+ *   arena     bytes of brisk's segments that hold small, medium and large
+ *             blocks and are committed (pages in use or not yet purged),
+ *             plus the cached free memory in keepcost
+ *   uordblks  bytes in live small, medium and large blocks (whole blocks)
+ *   fordblks  arena - uordblks: committed and free
+ *   ordblks   free chunks, approximately: free block slots of pages that
+ *             hold blocks, plus one per free unpurged page and per cached
+ *             segment or huge block
+ *   hblks     live huge blocks (above 1 MiB, each its own mapping)
+ *   hblkhd    bytes mapped for them
+ *   keepcost  cached free segments and huge blocks not yet purged
+ *             (malloc_trim or brisk_collect gives them back)
+ *   usmblks   the most memory brisk has had mapped at once (glibc: 0)
+ *   smblks, fsmblks  0 (no fastbins)
+ * glibc's "in use" total is uordblks + hblkhd. mallinfo is mallinfo2 with
+ * each field saturated at INT_MAX (glibc's wraps). malloc_stats prints
+ * glibc's "Arena 0" and "Total (incl. mmap)" lines from these figures on
+ * stderr, then brisk_stats_print's table. mallopt returns 1 for glibc's
+ * tuning parameters (M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD,
+ * M_MMAP_MAX, M_ARENA_TEST, M_ARENA_MAX, the SVID no-ops) and ignores them
+ * (brisk is tuned by the options below); 0 for M_CHECK_ACTION and M_PERTURB
+ * (use libbrisk-checked) and for unknown parameters. */
+
+/* ---- Tools that replace malloc ----------------------------------------------
+ * Under valgrind (LD_PRELOAD=libbrisk.so valgrind prog), valgrind's allocator
+ * serves every malloc-family and operator new/delete entry point libbrisk
+ * exports, so it reports no false errors; mallinfo2, which it does not
+ * replace, then describes brisk's idle heap. The brisk_* functions are not
+ * replaced: their blocks must not be passed to free() under valgrind. */
+
 /* ---- Options -----------------------------------------------------------------
  * Each is read once at start from its environment variable (BRISK_<NAME>)
  * and can be read and changed at run time. Sizes accept K, M, G, T suffixes. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every brisk test on a fresh Debian 12 machine:
 #   1. installs what is missing (cmake, g++, libgtest-dev, python3, git, sqlite3;
-#      redis-server and strace if it can)
+#      redis-server, strace and valgrind if it can)
 #   2. Release build in build/ and its ctest (GoogleTest suites, programs under
 #      LD_PRELOAD=libbrisk.so, the statically linked C++ test)
 #   3. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
@@ -52,6 +52,7 @@ install_deps() {
   local optional=()
   command -v redis-server >/dev/null 2>&1 || optional+=(redis-server)
   command -v strace >/dev/null 2>&1 || optional+=(strace)
+  command -v valgrind >/dev/null 2>&1 || optional+=(valgrind)
   if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then
     echo "all tools present"
     return 0

@@ -54,10 +54,7 @@ static heap_t *heap_ready(heap_t *h) {
 
 void *calloc_in(heap_t *h, size_t count, size_t size) {
   size_t total;
-  if (unlikely(__builtin_mul_overflow(count, size, &total))) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (!size_product(count, size, &total)) return NULL;
   if (total > LARGE_SIZE_MAX) {
     if (!(h = heap_ready(h))) return NULL;
     return huge_alloc(h, total, 0, true);
@@ -91,10 +88,7 @@ void *brisk_realloc(void *p, size_t size) { return realloc_in(brisk_tls_heap, p,
 
 void *brisk_reallocarray(void *p, size_t count, size_t size) {
   size_t total;
-  if (__builtin_mul_overflow(count, size, &total)) {
-    errno = ENOMEM;
-    return NULL;
-  }
+  if (!size_product(count, size, &total)) return NULL;
   return brisk_realloc(p, total);
 }
 

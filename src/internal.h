@@ -335,6 +335,16 @@ BRISK_INTERNAL void report_prepare(void);
 BRISK_INTERNAL void leak_report(int fd);
 BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
 
+/* ---- glibc's statistics (stats.c) -------------------------------------- */
+
+/* glibc's struct mallinfo2 in brisk's terms (meanings in brisk.h), without
+ * <malloc.h>: override.c copies it into that header's layouts. */
+typedef struct mallinfo_fields {
+  size_t arena, ordblks, hblks, hblkhd, usmblks, uordblks, fordblks, keepcost;
+} mallinfo_fields_t;
+BRISK_INTERNAL void stats_mallinfo(mallinfo_fields_t *mi);
+BRISK_INTERNAL void stats_print_malloc_stats(void);
+
 /* ---- Shared helpers ----------------------------------------------------- */
 
 /* Fields the owner writes and the stats, checks and visits of other threads
@@ -347,6 +357,13 @@ static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1
 
 static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH(*counter, *counter + n); }
 static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
+
+/* count * size for calloc and reallocarray; on overflow false, errno = ENOMEM. */
+static inline bool size_product(size_t count, size_t size, size_t *total) {
+  if (likely(!__builtin_mul_overflow(count, size, total))) return true;
+  errno = ENOMEM;
+  return false;
+}
 
 /* Foreign pointers: made before brisk was loaded (by the dynamic loader's
  * bootstrap malloc) or by glibc's malloc. */

@@ -24,7 +24,10 @@ static void add_heap(heap_t *h, void *arg) {
   else st->thread_heaps++;
 }
 
-static void add_paged_segment(brisk_stats_t *st, segment_t *seg, unsigned kind, unsigned state) {
+/* free_chunks (mallinfo's ordblks): free slots of pages holding blocks, plus
+ * one per free page not yet purged. */
+static void add_paged_segment(brisk_stats_t *st, uint64_t *free_chunks, segment_t *seg, unsigned kind,
+                              unsigned state) {
   brisk_tier_stats_t *t = &st->tiers[tier_of_kind(kind)];
   t->reserved += SEGMENT_SIZE;
   uint32_t pages = (uint32_t)(SEGMENT_SIZE >> (kind == SEG_SMALL ? SMALL_PAGE_SHIFT : kind == SEG_MEDIUM ? MEDIUM_PAGE_SHIFT : LARGE_PAGE_SHIFT));
@@ -33,11 +36,15 @@ static void add_paged_segment(brisk_stats_t *st, segment_t *seg, unsigned kind, 
     size_t area;
     page_area(seg, i, &area);
     if (!PEEK(pg->in_use)) {
-      if (PEEK(pg->needs_purge)) t->committed += area;
+      if (PEEK(pg->needs_purge)) {
+        t->committed += area;
+        ++*free_chunks;
+      }
       continue;
     }
     unsigned cls = PEEK(pg->size_class);
-    uint64_t used = PEEK(pg->used);
+    uint64_t used = PEEK(pg->used), slots = PEEK(pg->reserved);
+    if (slots > used) *free_chunks += slots - used;
     t->committed += area;
     t->live_blocks += used;
     t->in_use += used * PEEK(pg->block_size);
@@ -47,7 +54,8 @@ static void add_paged_segment(brisk_stats_t *st, segment_t *seg, unsigned kind, 
   if (state == SEG_STATE_ABANDONED) st->abandoned_segments++;
 }
 
-int brisk_stats_get(brisk_stats_t *st) {
+/* brisk_stats_get, also counting free chunks (cached segments count one each). */
+static int stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
   if (!st || st->version != BRISK_STATS_VERSION) return EINVAL;
   memset(st, 0, sizeof *st);
   st->version = BRISK_STATS_VERSION;
@@ -68,6 +76,7 @@ int brisk_stats_get(brisk_stats_t *st) {
     size_t mapped = PEEK(seg->mapped_size);
     if (state == SEG_STATE_CACHED) {
       st->cached += mapped;
+      ++*free_chunks;
       if (!PEEK(seg->purged)) st->committed += mapped;
     } else if (state == SEG_STATE_HUGE) {
       brisk_tier_stats_t *t = &st->tiers[BRISK_TIER_HUGE];
@@ -76,7 +85,7 @@ int brisk_stats_get(brisk_stats_t *st) {
       t->committed += mapped;
       t->reserved += mapped;
     } else {
-      add_paged_segment(st, seg, kind, state);
+      add_paged_segment(st, free_chunks, seg, kind, state);
     }
   }
   segments_unlock();
@@ -94,6 +103,35 @@ int brisk_stats_get(brisk_stats_t *st) {
   st->madvise_calls = os_call_count(OS_MADVISE);
   st->mremap_calls = os_call_count(OS_MREMAP);
   return 0;
+}
+
+int brisk_stats_get(brisk_stats_t *st) {
+  uint64_t free_chunks = 0;
+  return stats_collect(st, &free_chunks);
+}
+
+/* ---- glibc's mallinfo2 and malloc_stats (meanings in brisk.h) ------------ */
+
+static void mallinfo_from(const brisk_stats_t *st, uint64_t free_chunks, mallinfo_fields_t *mi) {
+  const brisk_tier_stats_t *huge = &st->tiers[BRISK_TIER_HUGE];
+  size_t tiers_committed = 0;
+  for (int t = 0; t < BRISK_TIER_COUNT; t++) tiers_committed += st->tiers[t].committed;
+  mi->keepcost = st->committed - tiers_committed; /* cached, not yet purged */
+  mi->arena = st->committed - huge->committed;
+  mi->uordblks = st->in_use - huge->in_use;
+  /* Other threads change the pages while the snapshot is taken. */
+  mi->fordblks = mi->arena > mi->uordblks ? mi->arena - mi->uordblks : 0;
+  mi->ordblks = (size_t)free_chunks;
+  mi->hblks = (size_t)huge->live_blocks;
+  mi->hblkhd = huge->committed;
+  mi->usmblks = st->peak_reserved;
+}
+
+void stats_mallinfo(mallinfo_fields_t *mi) {
+  brisk_stats_t st = {.version = BRISK_STATS_VERSION};
+  uint64_t free_chunks = 0;
+  stats_collect(&st, &free_chunks);
+  mallinfo_from(&st, free_chunks, mi);
 }
 
 /* ---- Printing ------------------------------------------------------------ */
@@ -183,6 +221,24 @@ static void emit(int fd, void (*format)(out_t *, const brisk_stats_t *), const b
     if (w <= 0) break;
     done += (size_t)w;
   }
+}
+
+/* glibc's lines first, for readers that know them, then brisk's table. */
+static void format_malloc_stats(out_t *o, const brisk_stats_t *st) {
+  mallinfo_fields_t mi;
+  mallinfo_from(st, 0, &mi);
+  put(o, "Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", mi.arena, mi.uordblks);
+  put(o, "Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", mi.arena + mi.hblkhd,
+      mi.uordblks + mi.hblkhd);
+  put(o, "mmap regions     = %10zu\nmmap bytes       = %10zu\n", mi.hblks, mi.hblkhd);
+  format_table(o, st);
+}
+
+void stats_print_malloc_stats(void) {
+  brisk_stats_t st = {.version = BRISK_STATS_VERSION};
+  brisk_stats_get(&st);
+  fflush(stderr);
+  emit(2, format_malloc_stats, &st);
 }
 
 void brisk_stats_print(FILE *out) {

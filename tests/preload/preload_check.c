@@ -12,28 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, passes;
+#include "check.h"
+
 static int (*owns)(const void *);
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (cond) {                                              \
-      ++passes;                                              \
-    } else {                                                 \
-      ++failures;                                            \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                          \
-      fputc('\n', stderr);                                   \
-    }                                                        \
-  } while (0)
-
-static const char *object_of(const void *addr) {
-  Dl_info info;
-  if (!dladdr(addr, &info) || !info.dli_fname) return "(unknown)";
-  return info.dli_fname;
-}
-
-static int from_brisk(const void *addr) { return strstr(object_of(addr), "libbrisk") != NULL; }
 
 static void *worker(void *arg) {
   uintptr_t id = (uintptr_t)arg;
