@@ -55,7 +55,11 @@ BRISK_API size_t brisk_usable_size(const void *ptr);
 /* ---- Limits -------------------------------------------------------------- */
 
 /* Cap the memory brisk maps from the OS (0 = no cap). Allocations that would
- * pass it first release cached memory, then fail with ENOMEM. */
+ * pass it first release cached memory, then fail with ENOMEM. The first
+ * mapping the cap refuses in a process prints one warning on stderr naming
+ * BRISK_MAX_BYTES, the cap and the size asked (later ones are silent). Any
+ * value is taken here; BRISK_OPTION_MAX_BYTES and the environment variable
+ * accept only 0 or 16 MiB .. 128 TiB. */
 BRISK_API void brisk_set_max_bytes(size_t max_bytes);
 BRISK_API size_t brisk_get_max_bytes(void);
 
@@ -181,21 +185,44 @@ BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 
 /* ---- Options -----------------------------------------------------------------
  * Each is read once at start from its environment variable (BRISK_<NAME>)
- * and can be read and changed at run time. Sizes accept K, M, G, T suffixes. */
+ * and can be read and changed at run time. Sizes accept K, M, G, T suffixes.
+ * Booleans take 1 or 0 (also yes/no, on/off, true/false); the numbers take
+ * the range given with each option below.
+ *
+ * From the environment, a malformed or out-of-range value is ignored with
+ * one warning line on stderr naming the variable, the value and the allowed
+ * range; an unknown BRISK_* name gets one line listing the valid names and,
+ * when one is close, "did you mean BRISK_...?". Names used by brisk's tools
+ * (BRISK_LIB, BRISK_BUILD_DIR, BRISK_ASAN_SCALE, BRISK_TSAN_SCALE,
+ * BRISK_TEST_*) are not warned about. BRISK_STATS_JSON=file (not an option)
+ * writes the stats as JSON at exit. */
 typedef enum brisk_option {
   BRISK_OPTION_SHOW_STATS,     /* print stats at exit */
   BRISK_OPTION_VERBOSE,        /* warnings about odd input (foreign pointers, ...) */
-  BRISK_OPTION_PURGE_DELAY_MS, /* idle time before memory goes back to the OS */
-  BRISK_OPTION_MAX_BYTES,      /* cap on mapped memory (0 = none) */
-  BRISK_OPTION_CACHE_CAP,      /* bytes kept in the shared caches of free memory */
+  BRISK_OPTION_PURGE_DELAY_MS, /* idle time before memory goes back to the OS:
+                                  0 .. 3600000 (one hour); default 500 */
+  BRISK_OPTION_MAX_BYTES,      /* cap on mapped memory: 0 = none (default), or
+                                  16 MiB (enough to start a program) .. 128 TiB */
+  BRISK_OPTION_CACHE_CAP,      /* bytes of free memory kept in the shared caches:
+                                  0 .. 128 TiB; default 512 MiB. The reserve is
+                                  kept on top of it. */
   BRISK_OPTION_HUGEPAGES,      /* ask for transparent huge pages on segments */
-  BRISK_OPTION_RESERVE,        /* bytes of segments mapped at start */
+  BRISK_OPTION_RESERVE,        /* bytes of segments mapped now into the shared
+                                  cache: 0 .. 1 GiB (the cache's 256 slots of
+                                  4 MiB). The cache holds up to CACHE_CAP +
+                                  RESERVE, so the reserve never pushes out, nor
+                                  is pushed out by, what CACHE_CAP allows; the
+                                  options do not change each other. Raising it
+                                  at run time maps the difference; lowering it
+                                  unmaps nothing. */
   BRISK_OPTION_REALTIME,       /* no background or deferred OS work */
   BRISK_OPTION_LEAK_REPORT,    /* report live blocks at exit */
   BRISK_OPTION_COUNT
 } brisk_option_t;
 
-/* 0, or EINVAL for an unknown option or a value out of range. */
+/* 0; EINVAL (and nothing changes) for an unknown option or a value out of
+ * its range; ENOMEM when a reserve could not be mapped in full (the option
+ * then holds what was, and one warning says so). */
 BRISK_API int brisk_option_set(brisk_option_t option, long long value);
 BRISK_API long long brisk_option_get(brisk_option_t option);
 /* The name of the option's environment variable ("BRISK_VERBOSE"). */

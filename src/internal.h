@@ -280,7 +280,10 @@ BRISK_INTERNAL void segment_abandoned_unlock(void);
 BRISK_INTERNAL void segment_abandoned_reset_after_fork(void);
 
 /* A lock-free cache of whole free segments (empty paged segments and huge
- * blocks), shared by all threads. */
+ * blocks), shared by all threads. BRISK_RESERVE lives in it, so a reserve
+ * can be no larger than its slots hold. */
+#define CACHE_SLOTS 256
+#define RESERVE_MAX ((size_t)CACHE_SLOTS * SEGMENT_SIZE)
 BRISK_INTERNAL bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
 BRISK_INTERNAL segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
                                      unsigned kind, bool counted);
@@ -291,6 +294,7 @@ BRISK_INTERNAL bool cache_put(segment_t *seg);
 BRISK_INTERNAL segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind);
 BRISK_INTERNAL void cache_purge(uint64_t now, bool force);
 BRISK_INTERNAL size_t cache_bytes(void);
+BRISK_INTERNAL size_t cache_limit(void);
 
 /* ---- Heaps (heap.c) ----------------------------------------------------- */
 
@@ -331,7 +335,7 @@ BRISK_INTERNAL void purge_reset_after_fork(void);
 BRISK_INTERNAL void purge_quiesce(void);
 BRISK_INTERNAL void process_init(void);
 BRISK_INTERNAL void options_read_environment(void);
-BRISK_INTERNAL void segment_reserve(size_t bytes);
+BRISK_INTERNAL size_t segment_reserve(size_t bytes);
 BRISK_INTERNAL void report_at_exit(void);
 BRISK_INTERNAL void report_prepare(void);
 BRISK_INTERNAL void leak_report(int fd);
