@@ -6,7 +6,16 @@
  *
  * Errors follow POSIX: allocation failure returns NULL with errno = ENOMEM,
  * a bad alignment returns NULL (or the error code for posix_memalign) with
- * EINVAL. */
+ * EINVAL.
+ *
+ * A NULL heap or pool handle (or visitor) is an error, never a crash: a
+ * function returning a pointer returns NULL with errno = EINVAL, one
+ * returning a count returns 0 with errno = EINVAL, one returning an int
+ * returns EINVAL, and one returning nothing does nothing and sets errno =
+ * EINVAL. Destroying NULL is a no-op, as free(NULL) is. A handle used after
+ * it was destroyed is undefined behaviour; the checked library
+ * (libbrisk-checked) names the function and the misuse ("heap was
+ * destroyed") and aborts. */
 #ifndef BRISK_H
 #define BRISK_H
 
@@ -93,14 +102,20 @@ BRISK_API size_t brisk_mapped_bytes(void);
  *    releases only what was allocated from it. */
 typedef struct brisk_heap brisk_heap_t;
 
+/* NULL with errno = ENOMEM when no memory is left. */
 BRISK_API brisk_heap_t *brisk_heap_new(void);
+/* NULL: a no-op. */
 BRISK_API void brisk_heap_destroy(brisk_heap_t *heap);
+/* NULL: does nothing, errno = EINVAL. */
 BRISK_API void brisk_heap_reset(brisk_heap_t *heap);
 /* Bound the memory the heap holds (its pages and huge blocks); past it, its
- * allocations return NULL with errno = ENOMEM. 0 = unbounded. */
+ * allocations return NULL with errno = ENOMEM. 0 = unbounded.
+ * NULL: does nothing, errno = EINVAL. */
 BRISK_API void brisk_heap_set_max_bytes(brisk_heap_t *heap, size_t max_bytes);
-/* Bytes of pages and huge blocks the heap holds now. */
+/* Bytes of pages and huge blocks the heap holds now; NULL: 0, errno = EINVAL. */
 BRISK_API size_t brisk_heap_held_bytes(const brisk_heap_t *heap);
+/* The malloc family on a heap. A NULL heap: NULL, errno = EINVAL (realloc
+ * leaves the block alone). */
 BRISK_MALLOC_ATTR void *brisk_heap_malloc(brisk_heap_t *heap, size_t size);
 BRISK_MALLOC_ATTR void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size);
 BRISK_API void *brisk_heap_realloc(brisk_heap_t *heap, void *ptr, size_t size);
@@ -132,11 +147,14 @@ typedef struct brisk_pool_stats_s {
 /* object_size: 1 B .. 1 MiB; alignment: a power of two up to 16 KiB
  * (0 = 16). NULL with errno = EINVAL outside those limits. */
 BRISK_API brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_objects);
-/* Frees every object of the pool at once. */
+/* Frees every object of the pool at once. NULL: a no-op. */
 BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
+/* NULL pool: NULL, errno = EINVAL. */
 BRISK_MALLOC_ATTR void *brisk_pool_alloc(brisk_pool_t *pool);
+/* A NULL object: a no-op. A NULL pool: the object is not freed, errno = EINVAL. */
 BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *object);
-BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_pool_stats_t *out);
+/* 0, or EINVAL (out zeroed when not NULL) for a NULL pool or out. */
+BRISK_API int brisk_pool_stats(const brisk_pool_t *pool, brisk_pool_stats_t *out);
 
 /* ---- Statistics ------------------------------------------------------------
  * brisk_stats_get fills a snapshot. Set `version` to BRISK_STATS_VERSION
@@ -177,10 +195,12 @@ typedef struct brisk_stats {
   uint64_t threads_exited;
 } brisk_stats_t;
 
+/* 0, or EINVAL for NULL or an unknown version. */
 BRISK_API int brisk_stats_get(brisk_stats_t *stats);
 /* A readable table on `out` (stderr when NULL). */
 BRISK_API void brisk_stats_print(FILE *out);
-/* The same as JSON; returns the length it needs (like snprintf). */
+/* The same as JSON; returns the length it needs (like snprintf). A NULL buf
+ * is taken as len 0: nothing is written, the length is still returned. */
 BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 
 /* ---- Options -----------------------------------------------------------------
@@ -258,6 +278,7 @@ BRISK_API const char *brisk_check_message(void);
  * every huge block; stops early when visit returns nonzero. Blocks of other
  * live threads' heaps are not visited (their lists change under us). */
 typedef int (*brisk_block_visitor)(void *block, size_t size, void *arg);
+/* A NULL visit: does nothing, errno = EINVAL. */
 BRISK_API void brisk_visit_blocks(brisk_block_visitor visit, void *arg);
 
 #ifdef __cplusplus
