@@ -133,8 +133,8 @@ BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alig
 typedef struct brisk_pool brisk_pool_t;
 
 typedef struct brisk_pool_stats_s {
-  size_t object_size;   /* bytes per object (the request, rounded up to the alignment) */
-  size_t alignment;
+  size_t object_size;   /* bytes per object: the request, at least 16, rounded up to `alignment` */
+  size_t alignment;     /* the alignment objects get: the one asked, at least 8 (see brisk_pool_new) */
   size_t max_objects;   /* 0 = unbounded */
   size_t live_objects;  /* allocated and not yet freed */
   size_t capacity;      /* objects the pool's memory can hold now */
@@ -145,7 +145,10 @@ typedef struct brisk_pool_stats_s {
 } brisk_pool_stats_t;
 
 /* object_size: 1 B .. 1 MiB; alignment: a power of two up to 16 KiB
- * (0 = 16). NULL with errno = EINVAL outside those limits. */
+ * (0 = 16). NULL with errno = EINVAL outside those limits. Every size and
+ * alignment in them works. A free object holds a pointer, so objects are
+ * aligned to at least 8 bytes (alignments 1, 2 and 4 get 8) and are at
+ * least 16 bytes apart; brisk_pool_stats reports these effective values. */
 BRISK_API brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_objects);
 /* Frees every object of the pool at once. NULL: a no-op. */
 BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);

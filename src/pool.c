@@ -364,6 +364,8 @@ brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_ob
     errno = EINVAL;
     return NULL;
   }
+  /* A free object holds the free-list link: it must be aligned for one. */
+  if (alignment < _Alignof(block_t)) alignment = _Alignof(block_t);
   brisk_pool_t *pool = pool_struct_alloc();
   if (!pool) return NULL;
   pool->magic = POOL_MAGIC;
