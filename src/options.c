@@ -1,4 +1,4 @@
-/* Options: one table of names, kinds and defaults; read once from the
+/* Options: one table of names, kinds and ranges; read once from the
  * environment, readable and settable at run time (brisk_option_*). */
 #include "internal.h"
 
@@ -16,7 +16,7 @@ enum option_kind { OPT_BOOL, OPT_NUMBER, OPT_SIZE };
 
 #define ADDRESS_SPACE (1LL << 47)       /* a 48-bit user address space */
 #define MAX_BYTES_MIN (16LL << 20)      /* below this, programs cannot even start */
-#define PURGE_DELAY_MAX (3600LL * 1000) /* an hour: longer is "never", which realtime mode says */
+#define PURGE_DELAY_MAX (3600LL * 1000) /* an hour; for "never", realtime mode says it */
 
 /* One line per option. Booleans take 0 or 1 and need no range here; a
  * number is refused outside min..max, except that zero_means, when set,
@@ -56,15 +56,16 @@ static bool in_range(const struct option_info *o, long long v) {
   return (v >= o->min && v <= o->max) || (v == 0 && o->zero_means);
 }
 
-/* A size with the largest suffix that keeps it exact ("16M", "128T"). */
-static int size_text(char *buf, size_t len, long long v) {
+/* A bound as the warnings show it: sizes with the largest exact suffix ("16M"). */
+static void value_text(char *buf, size_t len, long long v, enum option_kind kind) {
   static const char units[] = "KMGT";
   int u = 0;
-  while (u < 4 && v && v % 1024 == 0) {
+  while (kind == OPT_SIZE && u < 4 && v && v % 1024 == 0) {
     v /= 1024;
     u++;
   }
-  return u ? snprintf(buf, len, "%lld%c", v, units[u - 1]) : snprintf(buf, len, "%lld", v);
+  if (u) snprintf(buf, len, "%lld%c", v, units[u - 1]);
+  else snprintf(buf, len, "%lld", v);
 }
 
 /* "0 .. 3600000", "0 (no cap) or 16M .. 128T"; empty for booleans. */
@@ -72,14 +73,8 @@ static void range_text(const struct option_info *o, char *buf, size_t len) {
   char lo[24], hi[24];
   buf[0] = '\0';
   if (o->kind == OPT_BOOL) return;
-  bool size = o->kind == OPT_SIZE;
-  if (size) {
-    size_text(lo, sizeof lo, o->min);
-    size_text(hi, sizeof hi, o->max);
-  } else {
-    snprintf(lo, sizeof lo, "%lld", o->min);
-    snprintf(hi, sizeof hi, "%lld", o->max);
-  }
+  value_text(lo, sizeof lo, o->min, o->kind);
+  value_text(hi, sizeof hi, o->max, o->kind);
   if (o->zero_means) snprintf(buf, len, "0 (%s) or %s .. %s", o->zero_means, lo, hi);
   else snprintf(buf, len, "%s .. %s", lo, hi);
 }
