@@ -6,7 +6,16 @@
  *
  * Errors follow POSIX: allocation failure returns NULL with errno = ENOMEM,
  * a bad alignment returns NULL (or the error code for posix_memalign) with
- * EINVAL. */
+ * EINVAL.
+ *
+ * A NULL heap or pool handle (or visitor) is an error, never a crash: a
+ * function returning a pointer returns NULL with errno = EINVAL, one
+ * returning a count returns 0 with errno = EINVAL, one returning an int
+ * returns EINVAL, and one returning nothing does nothing and sets errno =
+ * EINVAL. Destroying NULL is a no-op, as free(NULL) is. A handle used after
+ * it was destroyed is undefined behaviour; the checked library
+ * (libbrisk-checked) names the function and the misuse ("heap was
+ * destroyed") and aborts. */
 #ifndef BRISK_H
 #define BRISK_H
 
@@ -69,7 +78,11 @@ BRISK_API size_t brisk_usable_size(const void *ptr);
 /* ---- Limits -------------------------------------------------------------- */
 
 /* Cap the memory brisk maps from the OS (0 = no cap). Allocations that would
- * pass it first release cached memory, then fail with ENOMEM. */
+ * pass it first release cached memory, then fail with ENOMEM. The first
+ * mapping the cap refuses in a process prints one warning on stderr naming
+ * BRISK_MAX_BYTES, the cap and the size asked (later ones are silent). Any
+ * value is taken here; BRISK_OPTION_MAX_BYTES and the environment variable
+ * accept only 0 or 16 MiB .. 128 TiB. */
 BRISK_API void brisk_set_max_bytes(size_t max_bytes);
 BRISK_API size_t brisk_get_max_bytes(void);
 
@@ -103,14 +116,20 @@ BRISK_API size_t brisk_mapped_bytes(void);
  *    releases only what was allocated from it. */
 typedef struct brisk_heap brisk_heap_t;
 
+/* NULL with errno = ENOMEM when no memory is left. */
 BRISK_API brisk_heap_t *brisk_heap_new(void);
+/* NULL: a no-op. */
 BRISK_API void brisk_heap_destroy(brisk_heap_t *heap);
+/* NULL: does nothing, errno = EINVAL. */
 BRISK_API void brisk_heap_reset(brisk_heap_t *heap);
 /* Bound the memory the heap holds (its pages and huge blocks); past it, its
- * allocations return NULL with errno = ENOMEM. 0 = unbounded. */
+ * allocations return NULL with errno = ENOMEM. 0 = unbounded.
+ * NULL: does nothing, errno = EINVAL. */
 BRISK_API void brisk_heap_set_max_bytes(brisk_heap_t *heap, size_t max_bytes);
-/* Bytes of pages and huge blocks the heap holds now. */
+/* Bytes of pages and huge blocks the heap holds now; NULL: 0, errno = EINVAL. */
 BRISK_API size_t brisk_heap_held_bytes(const brisk_heap_t *heap);
+/* The malloc family on a heap. A NULL heap: NULL, errno = EINVAL (realloc
+ * leaves the block alone). */
 BRISK_MALLOC_ATTR void *brisk_heap_malloc(brisk_heap_t *heap, size_t size);
 BRISK_MALLOC_ATTR void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size);
 BRISK_API void *brisk_heap_realloc(brisk_heap_t *heap, void *ptr, size_t size);
@@ -128,8 +147,8 @@ BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alig
 typedef struct brisk_pool brisk_pool_t;
 
 typedef struct brisk_pool_stats_s {
-  size_t object_size;   /* bytes per object (the request, rounded up to the alignment) */
-  size_t alignment;
+  size_t object_size;   /* bytes per object: the request, at least 16, rounded up to `alignment` */
+  size_t alignment;     /* the alignment objects get: the one asked, at least 8 (see brisk_pool_new) */
   size_t max_objects;   /* 0 = unbounded */
   size_t live_objects;  /* allocated and not yet freed */
   size_t capacity;      /* objects the pool's memory can hold now */
@@ -140,13 +159,19 @@ typedef struct brisk_pool_stats_s {
 } brisk_pool_stats_t;
 
 /* object_size: 1 B .. 1 MiB; alignment: a power of two up to 16 KiB
- * (0 = 16). NULL with errno = EINVAL outside those limits. */
+ * (0 = 16). NULL with errno = EINVAL outside those limits. Every size and
+ * alignment in them works. A free object holds a pointer, so objects are
+ * aligned to at least 8 bytes (alignments 1, 2 and 4 get 8) and are at
+ * least 16 bytes apart; brisk_pool_stats reports these effective values. */
 BRISK_API brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_objects);
-/* Frees every object of the pool at once. */
+/* Frees every object of the pool at once. NULL: a no-op. */
 BRISK_API void brisk_pool_destroy(brisk_pool_t *pool);
+/* NULL pool: NULL, errno = EINVAL. */
 BRISK_MALLOC_ATTR void *brisk_pool_alloc(brisk_pool_t *pool);
+/* A NULL object: a no-op. A NULL pool: the object is not freed, errno = EINVAL. */
 BRISK_API void brisk_pool_free(brisk_pool_t *pool, void *object);
-BRISK_API void brisk_pool_stats(const brisk_pool_t *pool, brisk_pool_stats_t *out);
+/* 0, or EINVAL (out zeroed when not NULL) for a NULL pool or out. */
+BRISK_API int brisk_pool_stats(const brisk_pool_t *pool, brisk_pool_stats_t *out);
 
 /* ---- Statistics ------------------------------------------------------------
  * brisk_stats_get fills a snapshot. Set `version` to BRISK_STATS_VERSION
@@ -187,10 +212,12 @@ typedef struct brisk_stats {
   uint64_t threads_exited;
 } brisk_stats_t;
 
+/* 0, or EINVAL for NULL or an unknown version. */
 BRISK_API int brisk_stats_get(brisk_stats_t *stats);
 /* A readable table on `out` (stderr when NULL). */
 BRISK_API void brisk_stats_print(FILE *out);
-/* The same as JSON; returns the length it needs (like snprintf). */
+/* The same as JSON; returns the length it needs (like snprintf). A NULL buf
+ * is taken as len 0: nothing is written, the length is still returned. */
 BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 
 /* ---- glibc's statistics and tuning under libbrisk ---------------------------
@@ -228,21 +255,44 @@ BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 
 /* ---- Options -----------------------------------------------------------------
  * Each is read once at start from its environment variable (BRISK_<NAME>)
- * and can be read and changed at run time. Sizes accept K, M, G, T suffixes. */
+ * and can be read and changed at run time. Sizes accept K, M, G, T suffixes.
+ * Booleans take 1 or 0 (also yes/no, on/off, true/false); the numbers take
+ * the range given with each option below.
+ *
+ * From the environment, a malformed or out-of-range value is ignored with
+ * one warning line on stderr naming the variable, the value and the allowed
+ * range; an unknown BRISK_* name gets one line listing the valid names and,
+ * when one is close, "did you mean BRISK_...?". Names used by brisk's tools
+ * (BRISK_LIB, BRISK_BUILD_DIR, BRISK_ASAN_SCALE, BRISK_TSAN_SCALE,
+ * BRISK_TEST_*) are not warned about. BRISK_STATS_JSON=file (not an option)
+ * writes the stats as JSON at exit. */
 typedef enum brisk_option {
   BRISK_OPTION_SHOW_STATS,     /* print stats at exit */
   BRISK_OPTION_VERBOSE,        /* warnings about odd input (foreign pointers, ...) */
-  BRISK_OPTION_PURGE_DELAY_MS, /* idle time before memory goes back to the OS */
-  BRISK_OPTION_MAX_BYTES,      /* cap on mapped memory (0 = none) */
-  BRISK_OPTION_CACHE_CAP,      /* bytes kept in the shared caches of free memory */
+  BRISK_OPTION_PURGE_DELAY_MS, /* idle time before memory goes back to the OS:
+                                  0 .. 3600000 (one hour); default 500 */
+  BRISK_OPTION_MAX_BYTES,      /* cap on mapped memory: 0 = none (default), or
+                                  16 MiB (enough to start a program) .. 128 TiB */
+  BRISK_OPTION_CACHE_CAP,      /* bytes of free memory kept in the shared caches:
+                                  0 .. 128 TiB; default 512 MiB. The reserve is
+                                  kept on top of it. */
   BRISK_OPTION_HUGEPAGES,      /* ask for transparent huge pages on segments */
-  BRISK_OPTION_RESERVE,        /* bytes of segments mapped at start */
+  BRISK_OPTION_RESERVE,        /* bytes of segments mapped now into the shared
+                                  cache: 0 .. 1 GiB (the cache's 256 slots of
+                                  4 MiB). The cache holds up to CACHE_CAP +
+                                  RESERVE, so the reserve never pushes out, nor
+                                  is pushed out by, what CACHE_CAP allows; the
+                                  options do not change each other. Raising it
+                                  at run time maps the difference; lowering it
+                                  unmaps nothing. */
   BRISK_OPTION_REALTIME,       /* no background or deferred OS work */
   BRISK_OPTION_LEAK_REPORT,    /* report live blocks at exit */
   BRISK_OPTION_COUNT
 } brisk_option_t;
 
-/* 0, or EINVAL for an unknown option or a value out of range. */
+/* 0; EINVAL (and nothing changes) for an unknown option or a value out of
+ * its range; ENOMEM when a reserve could not be mapped in full (the option
+ * then holds what was, and one warning says so). */
 BRISK_API int brisk_option_set(brisk_option_t option, long long value);
 BRISK_API long long brisk_option_get(brisk_option_t option);
 /* The name of the option's environment variable ("BRISK_VERBOSE"). */
@@ -278,6 +328,7 @@ BRISK_API const char *brisk_check_message(void);
  * every huge block; stops early when visit returns nonzero. Blocks of other
  * live threads' heaps are not visited (their lists change under us). */
 typedef int (*brisk_block_visitor)(void *block, size_t size, void *arg);
+/* A NULL visit: does nothing, errno = EINVAL. */
 BRISK_API void brisk_visit_blocks(brisk_block_visitor visit, void *arg);
 
 #ifdef __cplusplus

@@ -222,6 +222,10 @@ static size_t list_blocks(const owner_set_t *own, block_ref_t *refs, size_t cap)
  * allocating would change what is walked (or create a heap that adopts the
  * very segments being visited). */
 void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
+  if (!visit) {
+    errno = EINVAL;
+    return;
+  }
   heap_collect_own(false); /* blocks other threads handed back are free */
   owner_set_t own = {.self = pthread_self()};
   heap_foreach(add_own_heap, &own); /* counts: only this thread adds its heaps */

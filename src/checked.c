@@ -5,6 +5,11 @@
 
 #if BRISK_CHECKED
 
+void handle_fatal(const void *handle, uint32_t magic, const char *fn, const char *kind) {
+  if (magic == HANDLE_DEAD) brisk_fatal("%s(%p): %s was destroyed", fn, handle, kind);
+  brisk_fatal("%s(%p): not a %s from brisk_%s_new", fn, handle, kind, kind);
+}
+
 #define FREED_COOKIE ((uintptr_t)0x6272697366726565ull) /* "brisfree" */
 
 static bool list_contains(const block_t *list, const block_t *b) {

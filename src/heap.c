@@ -16,7 +16,7 @@ __thread heap_t *brisk_tls_heap __attribute__((tls_model("initial-exec"))) = &br
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *registry;      /* live heaps */
-static heap_t *spare_heaps;   /* heap structs of exited threads, for reuse */
+static retired_list_t spare_heaps; /* structs of exited threads and destroyed heaps, for reuse */
 static _Atomic(uint64_t) next_uid = 1;
 static pthread_key_t thread_key;
 static _Atomic(int) thread_key_ready;
@@ -205,13 +205,12 @@ void heap_free_generic(segment_t *seg, page_t *pg, void *p) {
 
 /* ---- Heap lifetime ------------------------------------------------------ */
 
+/* Heap structs live in mappings never given back, so that a destroyed
+ * heap's handle still reads a struct (marked dead, see HANDLE_QUARANTINE). */
 static heap_t *heap_struct_alloc(void) {
   static uint8_t *chunk, *chunk_end;
-  heap_t *h = spare_heaps;
-  if (h) {
-    spare_heaps = h->next_heap;
-    return h;
-  }
+  heap_t *h = retired_take(&spare_heaps, offsetof(heap_t, next_heap));
+  if (h) return h;
   size_t size = align_up(sizeof(heap_t), 64);
   if (!chunk || chunk + size > chunk_end) {
     size_t len = 64 * size;
@@ -246,6 +245,7 @@ heap_t *heap_create(bool is_explicit) {
     memset(h, 0, sizeof *h);
     heap_reset_fields(h);
     h->is_explicit = is_explicit;
+    if (is_explicit) h->magic = HEAP_MAGIC;
     h->owner_thread = pthread_self();
     pthread_mutex_init(&h->huge_lock, NULL);
     h->next_heap = registry;
@@ -276,8 +276,8 @@ void heap_retire_struct(heap_t *h) {
   if (h->prev_heap) h->prev_heap->next_heap = h->next_heap; else registry = h->next_heap;
   if (h->next_heap) h->next_heap->prev_heap = h->prev_heap;
   h->prev_heap = NULL;
-  h->next_heap = spare_heaps;
-  spare_heaps = h;
+  h->magic = h->is_explicit ? HANDLE_DEAD : 0;
+  retired_put(&spare_heaps, h, offsetof(heap_t, next_heap));
   pthread_mutex_unlock(&registry_lock);
 }
 

@@ -158,6 +158,7 @@ typedef struct heap {
   struct heap *next_heap, *prev_heap; /* registry of live heaps */
   _Atomic(size_t) mapped_bytes;       /* segments and huge blocks it holds */
   /* Explicit heaps (brisk_heap_new) only: */
+  uint32_t magic;                     /* HEAP_MAGIC while live, HANDLE_DEAD once destroyed */
   bool is_explicit;
   pthread_t owner_thread;
   size_t max_bytes;                   /* 0 = unbounded */
@@ -278,7 +279,10 @@ BRISK_INTERNAL void segment_abandoned_unlock(void);
 BRISK_INTERNAL void segment_abandoned_reset_after_fork(void);
 
 /* A lock-free cache of whole free segments (empty paged segments and huge
- * blocks), shared by all threads. */
+ * blocks), shared by all threads. BRISK_RESERVE lives in it, so a reserve
+ * can be no larger than its slots hold. */
+#define CACHE_SLOTS 256
+#define RESERVE_MAX ((size_t)CACHE_SLOTS * SEGMENT_SIZE)
 BRISK_INTERNAL bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
 BRISK_INTERNAL segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
                                      unsigned kind, bool counted);
@@ -289,6 +293,7 @@ BRISK_INTERNAL bool cache_put(segment_t *seg);
 BRISK_INTERNAL segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind);
 BRISK_INTERNAL void cache_purge(uint64_t now, bool force);
 BRISK_INTERNAL size_t cache_bytes(void);
+BRISK_INTERNAL size_t cache_limit(void);
 
 /* ---- Heaps (heap.c) ----------------------------------------------------- */
 
@@ -329,7 +334,7 @@ BRISK_INTERNAL void purge_reset_after_fork(void);
 BRISK_INTERNAL void purge_quiesce(void);
 BRISK_INTERNAL void process_init(void);
 BRISK_INTERNAL void options_read_environment(void);
-BRISK_INTERNAL void segment_reserve(size_t bytes);
+BRISK_INTERNAL size_t segment_reserve(size_t bytes);
 BRISK_INTERNAL void report_at_exit(void);
 BRISK_INTERNAL void report_prepare(void);
 BRISK_INTERNAL void leak_report(int fd);
@@ -381,6 +386,60 @@ static inline void block_handed_out(block_t *b) {
 #endif
 }
 BRISK_INTERNAL void *block_start_of(const void *p);
+
+/* ---- Handles (brisk_heap_t, brisk_pool_t) ------------------------------- */
+
+/* A handle's struct starts its life with a magic of its kind and gets
+ * HANDLE_DEAD when destroyed. The structs are never given back to the OS,
+ * and the checked library reuses one only after HANDLE_QUARANTINE others
+ * were destroyed, so a handle used after its destroy still reads a
+ * mapped struct marked dead, for that long at least. */
+#define HEAP_MAGIC 0x48454150u   /* "HEAP" */
+#define POOL_MAGIC 0x42504f4fu   /* "BPOO" */
+#define HANDLE_DEAD 0x44454144u  /* "DEAD" */
+#define HANDLE_QUARANTINE (BRISK_CHECKED ? 64 : 0)
+
+/* NULL is EINVAL in every build; the checked library aborts, naming fn and
+ * the misuse, on a handle whose struct is not a live one of its kind. */
+BRISK_INTERNAL _Noreturn void handle_fatal(const void *handle, uint32_t magic, const char *fn, const char *kind);
+static inline bool handle_ok(const void *handle, size_t magic_offset, uint32_t live, const char *fn,
+                             const char *kind) {
+  if (unlikely(!handle)) {
+    errno = EINVAL;
+    return false;
+  }
+#if BRISK_CHECKED
+  uint32_t magic = *(const uint32_t *)((const uint8_t *)handle + magic_offset);
+  if (magic != live) handle_fatal(handle, magic, fn, kind);
+#else
+  (void)magic_offset, (void)live, (void)fn, (void)kind;
+#endif
+  return true;
+}
+
+/* Destroyed handles' structs waiting to be reused, oldest first, linked
+ * through the pointer at link_offset; the caller holds the list's lock. */
+typedef struct retired_list { void *first, *last; size_t count; } retired_list_t;
+
+static inline void **retired_link(void *s, size_t link_offset) { return (void **)((uint8_t *)s + link_offset); }
+
+static inline void retired_put(retired_list_t *r, void *s, size_t link_offset) {
+  *retired_link(s, link_offset) = NULL;
+  if (r->last) *retired_link(r->last, link_offset) = s;
+  else r->first = s;
+  r->last = s;
+  r->count++;
+}
+
+/* NULL while no more than HANDLE_QUARANTINE wait. */
+static inline void *retired_take(retired_list_t *r, size_t link_offset) {
+  void *s = r->first;
+  if (!s || r->count <= HANDLE_QUARANTINE) return NULL;
+  r->first = *retired_link(s, link_offset);
+  if (!r->first) r->last = NULL;
+  r->count--;
+  return s;
+}
 BRISK_INTERNAL void pool_thread_exit(void);
 BRISK_INTERNAL void *calloc_in(heap_t *h, size_t count, size_t size);
 BRISK_INTERNAL void *realloc_in(heap_t *h, void *p, size_t size);

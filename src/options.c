@@ -1,4 +1,4 @@
-/* Options: one table of names, kinds and defaults; read once from the
+/* Options: one table of names, kinds and ranges; read once from the
  * environment, readable and settable at run time (brisk_option_*). */
 #include "internal.h"
 
@@ -14,29 +14,70 @@ BRISK_INTERNAL brisk_options_t brisk_opt = {
 
 enum option_kind { OPT_BOOL, OPT_NUMBER, OPT_SIZE };
 
+#define ADDRESS_SPACE (1LL << 47)       /* a 48-bit user address space */
+#define MAX_BYTES_MIN (16LL << 20)      /* below this, programs cannot even start */
+#define PURGE_DELAY_MAX (3600LL * 1000) /* an hour; for "never", realtime mode says it */
+
+/* One line per option. Booleans take 0 or 1 and need no range here; a
+ * number is refused outside min..max, except that zero_means, when set,
+ * allows 0 too and says what it means. */
 static const struct option_info {
   const char *env;
   enum option_kind kind;
+  long long min, max;
+  const char *zero_means;
 } options[BRISK_OPTION_COUNT] = {
     [BRISK_OPTION_SHOW_STATS] = {"BRISK_SHOW_STATS", OPT_BOOL},
     [BRISK_OPTION_VERBOSE] = {"BRISK_VERBOSE", OPT_BOOL},
-    [BRISK_OPTION_PURGE_DELAY_MS] = {"BRISK_PURGE_DELAY_MS", OPT_NUMBER},
-    [BRISK_OPTION_MAX_BYTES] = {"BRISK_MAX_BYTES", OPT_SIZE},
-    [BRISK_OPTION_CACHE_CAP] = {"BRISK_CACHE_CAP", OPT_SIZE},
+    [BRISK_OPTION_PURGE_DELAY_MS] = {"BRISK_PURGE_DELAY_MS", OPT_NUMBER, 0, PURGE_DELAY_MAX},
+    [BRISK_OPTION_MAX_BYTES] = {"BRISK_MAX_BYTES", OPT_SIZE, MAX_BYTES_MIN, ADDRESS_SPACE, "no cap"},
+    [BRISK_OPTION_CACHE_CAP] = {"BRISK_CACHE_CAP", OPT_SIZE, 0, ADDRESS_SPACE},
     [BRISK_OPTION_HUGEPAGES] = {"BRISK_HUGEPAGES", OPT_BOOL},
-    [BRISK_OPTION_RESERVE] = {"BRISK_RESERVE", OPT_SIZE},
+    [BRISK_OPTION_RESERVE] = {"BRISK_RESERVE", OPT_SIZE, 0, (long long)RESERVE_MAX},
     [BRISK_OPTION_REALTIME] = {"BRISK_REALTIME", OPT_BOOL},
     [BRISK_OPTION_LEAK_REPORT] = {"BRISK_LEAK_REPORT", OPT_BOOL},
 };
 
-/* Variables brisk's own tools use: known, so not warned about. */
-static const char *const other_variables[] = {"BRISK_STATS_JSON", "BRISK_LIB", NULL};
+/* Read by the library but not an option (a path, read at exit). */
+static const char *const other_variables[] = {"BRISK_STATS_JSON", NULL};
+/* Variables of brisk's own tools and test suite: not warned about. */
+static const char *const tool_variables[] = {"BRISK_LIB", "BRISK_BUILD_DIR", "BRISK_ASAN_SCALE",
+                                             "BRISK_TSAN_SCALE", NULL};
+#define TOOL_PREFIX "BRISK_TEST_"
 
 static const char *const accepted_form[] = {
     [OPT_BOOL] = "1 or 0 (also yes/no, on/off, true/false)",
     [OPT_NUMBER] = "a whole number such as 250",
     [OPT_SIZE] = "a byte count such as 65536, 512M or 4G",
 };
+
+static bool in_range(const struct option_info *o, long long v) {
+  if (o->kind == OPT_BOOL) return v == 0 || v == 1;
+  return (v >= o->min && v <= o->max) || (v == 0 && o->zero_means);
+}
+
+/* A bound as the warnings show it: sizes with the largest exact suffix ("16M"). */
+static void value_text(char *buf, size_t len, long long v, enum option_kind kind) {
+  static const char units[] = "KMGT";
+  int u = 0;
+  while (kind == OPT_SIZE && u < 4 && v && v % 1024 == 0) {
+    v /= 1024;
+    u++;
+  }
+  if (u) snprintf(buf, len, "%lld%c", v, units[u - 1]);
+  else snprintf(buf, len, "%lld", v);
+}
+
+/* "0 .. 3600000", "0 (no cap) or 16M .. 128T"; empty for booleans. */
+static void range_text(const struct option_info *o, char *buf, size_t len) {
+  char lo[24], hi[24];
+  buf[0] = '\0';
+  if (o->kind == OPT_BOOL) return;
+  value_text(lo, sizeof lo, o->min, o->kind);
+  value_text(hi, sizeof hi, o->max, o->kind);
+  if (o->zero_means) snprintf(buf, len, "0 (%s) or %s .. %s", o->zero_means, lo, hi);
+  else snprintf(buf, len, "%s .. %s", lo, hi);
+}
 
 static bool parse_bool(const char *s, long long *out) {
   static const char *const yes[] = {"1", "yes", "on", "true"}, *const no[] = {"0", "no", "off", "false"};
@@ -80,9 +121,21 @@ const char *brisk_option_name(brisk_option_t opt) {
   return (unsigned)opt < BRISK_OPTION_COUNT ? options[opt].env : NULL;
 }
 
+/* The reserve goes into the cache, which makes room for it first. */
+static int set_reserve(size_t want) {
+  size_t old = brisk_opt.reserve;
+  brisk_opt.reserve = want;
+  if (want <= old) return 0;
+  size_t placed = segment_reserve(want - old);
+  if (placed == want - old) return 0;
+  brisk_opt.reserve = old + placed;
+  brisk_warning("BRISK_RESERVE: only %zu of the %zu bytes asked could be reserved (the OS, BRISK_MAX_BYTES or a "
+                "full cache refused the rest)", old + placed, want);
+  return ENOMEM;
+}
+
 int brisk_option_set(brisk_option_t opt, long long v) {
-  if ((unsigned)opt >= BRISK_OPTION_COUNT || v < 0) return EINVAL;
-  if (options[opt].kind == OPT_BOOL && v > 1) return EINVAL;
+  if ((unsigned)opt >= BRISK_OPTION_COUNT || !in_range(&options[opt], v)) return EINVAL;
   switch (opt) {
   case BRISK_OPTION_SHOW_STATS: brisk_opt.show_stats = v; break;
   case BRISK_OPTION_VERBOSE: brisk_opt.verbose = v; break;
@@ -90,10 +143,7 @@ int brisk_option_set(brisk_option_t opt, long long v) {
   case BRISK_OPTION_MAX_BYTES: brisk_set_max_bytes((size_t)v); break;
   case BRISK_OPTION_CACHE_CAP: brisk_opt.cache_cap = (size_t)v; break;
   case BRISK_OPTION_HUGEPAGES: brisk_opt.hugepages = v; break;
-  case BRISK_OPTION_RESERVE:
-    if ((size_t)v > brisk_opt.reserve) segment_reserve((size_t)v - brisk_opt.reserve);
-    brisk_opt.reserve = (size_t)v;
-    break;
+  case BRISK_OPTION_RESERVE: return set_reserve((size_t)v);
   case BRISK_OPTION_REALTIME: brisk_set_realtime((int)v); break;
   case BRISK_OPTION_LEAK_REPORT: brisk_opt.leak_report = v; break;
   default: return EINVAL;
@@ -122,24 +172,77 @@ void brisk_set_realtime(int on) {
   if (on) purge_quiesce();
 }
 
-static bool is_known(const char *name, size_t len) {
-  for (int i = 0; i < BRISK_OPTION_COUNT; i++)
-    if (strlen(options[i].env) == len && !strncmp(options[i].env, name, len)) return true;
-  for (int i = 0; other_variables[i]; i++)
-    if (strlen(other_variables[i]) == len && !strncmp(other_variables[i], name, len)) return true;
-  return !strncmp(name, "BRISK_TEST_", 11); /* the test suite's own */
+static bool name_is(const char *name, size_t len, const char *known) {
+  return strlen(known) == len && !strncmp(known, name, len);
+}
+
+static bool in_list(const char *name, size_t len, const char *const *list) {
+  for (; *list; list++)
+    if (name_is(name, len, *list)) return true;
+  return false;
+}
+
+static char upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
+
+/* Levenshtein distance between name[0..len) and known, ignoring case. */
+static size_t edit_distance(const char *name, size_t len, const char *known) {
+  size_t row[64], n = strlen(known);
+  if (n >= sizeof row / sizeof row[0]) return SIZE_MAX;
+  for (size_t j = 0; j <= n; j++) row[j] = j;
+  for (size_t i = 1; i <= len; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= n; j++) {
+      size_t up = row[j], best = diag + (upper(name[i - 1]) != upper(known[j - 1]));
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[n];
+}
+
+/* Names a user may mean: the options, then the other variables. */
+static const char *valid_name(int i) {
+  return i < BRISK_OPTION_COUNT ? options[i].env : other_variables[i - BRISK_OPTION_COUNT];
+}
+
+/* One line: the name, the closest valid name when it is close (at most
+ * half its letters after BRISK_ differ), and every valid name. */
+static void warn_unknown(const char *name, size_t len) {
+  char list[768], hint[96] = "";
+  size_t pos = 0, best = SIZE_MAX;
+  const char *closest = NULL;
+  for (int i = 0; valid_name(i); i++) {
+    const char *known = valid_name(i);
+    size_t d = edit_distance(name, len, known);
+    if (d < best && 2 * d <= strlen(known) - 6) best = d, closest = known;
+    int n = snprintf(list + pos, sizeof list - pos, "%s%s", i ? ", " : "", known);
+    if (n > 0 && (size_t)n < sizeof list - pos) pos += (size_t)n;
+  }
+  if (closest) snprintf(hint, sizeof hint, "; did you mean %s?", closest);
+  brisk_warning("unknown variable %.*s ignored%s (valid names: %s)", (int)len, name, hint, list);
 }
 
 static void apply_environment(brisk_option_t opt) {
-  const char *v = getenv(options[opt].env);
+  const struct option_info *o = &options[opt];
+  const char *v = getenv(o->env);
   long long value;
   if (!v) return;
-  if (!parse_option(opt, v, &value) || brisk_option_set(opt, value) != 0)
-    brisk_warning("ignoring %s=\"%s\": expected %s", options[opt].env, v, accepted_form[options[opt].kind]);
+  char range[96];
+  range_text(o, range, sizeof range);
+  if (!parse_option(opt, v, &value))
+    brisk_warning("ignoring %s=\"%s\": expected %s%s%s", o->env, v, accepted_form[o->kind], *range ? ", in " : "",
+                  range);
+  else if (!in_range(o, value))
+    brisk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
+  else
+    brisk_option_set(opt, value); /* RESERVE warns itself when it falls short */
 }
 
-/* Each variable once, at start: a malformed value or an unknown BRISK_ name
- * gets one warning and changes nothing. */
+/* Each variable once, at start: a malformed or out-of-range value or an
+ * unknown BRISK_ name gets one warning line and changes nothing. */
 void options_read_environment(void) {
   extern char **environ;
   /* Realtime first: a reserve made under it is touched up front. */
@@ -150,6 +253,9 @@ void options_read_environment(void) {
     if (strncmp(*e, "BRISK_", 6)) continue;
     const char *eq = strchr(*e, '=');
     size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
-    if (!is_known(*e, len)) brisk_warning("unknown variable %.*s ignored (see brisk_option_name for the list)", (int)len, *e);
+    bool known = !strncmp(*e, TOOL_PREFIX, strlen(TOOL_PREFIX)) || in_list(*e, len, other_variables) ||
+                 in_list(*e, len, tool_variables);
+    for (int i = 0; i < BRISK_OPTION_COUNT && !known; i++) known = name_is(*e, len, options[i].env);
+    if (!known) warn_unknown(*e, len);
   }
 }

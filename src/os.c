@@ -65,8 +65,11 @@ static bool reserve_bytes(size_t size) {
  * (or of the OS page when align is smaller) and makes p + skew a multiple
  * of align. No MAP_NORESERVE: a request the kernel's overcommit policy
  * refuses fails here, as with glibc, instead of at first touch. */
-static void *map_once(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped) {
-  if (!reserve_bytes(size)) return NULL;
+static void *map_once(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped, bool *over_cap) {
+  if (!reserve_bytes(size)) {
+    *over_cap = true;
+    return NULL;
+  }
   size_t over = align > OS_PAGE_SIZE ? align : 0;
   size_t span = size + over;
   if (span < size) goto fail;
@@ -90,17 +93,32 @@ fail:
   return NULL;
 }
 
+/* A cap set too low shows up as failures far from where it was set (often
+ * a program's own "out of memory" and exit): the first refusal says why. */
+static void cap_refused(size_t size) {
+  static _Atomic(bool) warned;
+  if (atomic_exchange_explicit(&warned, true, memory_order_relaxed)) return;
+  brisk_warning("BRISK_MAX_BYTES: the cap of %zu bytes refused a mapping of %zu bytes (%zu mapped now); "
+                "allocations past the cap fail with ENOMEM (said once)",
+                atomic_load_explicit(&max_bytes, memory_order_relaxed), size,
+                atomic_load_explicit(&mapped_bytes, memory_order_relaxed));
+}
+
 /* Maps `size` bytes (a multiple of the OS page) at a multiple of align,
  * plus skew bytes (align and skew multiples of the OS page, skew < align).
  * When the OS or the cap says no, cached memory is released and the map
  * retried once. */
 void *os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped) {
-  void *p = map_once(size, align, skew, base, mapped);
+  bool over_cap = false;
+  void *p = map_once(size, align, skew, base, mapped, &over_cap);
   if (p) return p;
   purge_release_all();
-  p = map_once(size, align, skew, base, mapped);
-  if (!p) errno = ENOMEM;
-  return p;
+  over_cap = false;
+  p = map_once(size, align, skew, base, mapped, &over_cap);
+  if (p) return p;
+  if (over_cap) cap_refused(size);
+  errno = ENOMEM;
+  return NULL;
 }
 
 /* Short-lived working memory for brisk's own walks, taken beside the heaps
@@ -164,7 +182,7 @@ uint64_t os_call_count(int which) { return atomic_load_explicit(&os_calls[which]
 size_t os_peak_mapped(void) { return atomic_load_explicit(&peak_mapped, memory_order_relaxed); }
 
 static void vmessage(const char *prefix, const char *fmt, va_list ap) {
-  char buf[512];
+  char buf[1024];
   int n = snprintf(buf, sizeof buf, "brisk: %s", prefix);
   if (n < 0) n = 0;
   int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);

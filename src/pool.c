@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_MAGIC 0x42504f4fu /* "BPOO" */
 #define SLAB_MAGIC 0x42534c42u /* "BSLB" */
 #define SLAB_BYTES ((size_t)64 * 1024)
 #define SLAB_MIN_OBJECTS 16
@@ -63,6 +62,7 @@ struct brisk_pool {
   uint32_t carved;               /* objects carved from `carving` */
   pool_cache_t *caches;          /* every thread's cache (under pools_lock) */
   uint64_t retired_allocs, retired_frees; /* of caches gone with their thread */
+  struct brisk_pool *retired_next; /* checked library: destroyed, awaiting reuse */
 };
 
 struct pool_cache {
@@ -82,6 +82,7 @@ typedef struct tls_pool_slot { uint64_t id; pool_cache_t *cache; } tls_pool_slot
 static __thread tls_pool_slot_t tls_slots[TLS_POOL_SLOTS] __attribute__((tls_model("initial-exec")));
 static __thread pool_cache_t *tls_caches __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* caches lists, destroy, thread exit */
+static retired_list_t retired_pools; /* checked library (under pools_lock) */
 static _Atomic(uint64_t) next_pool_id = 1;
 
 static inline void counter_add(_Atomic(uint64_t) *c, uint64_t n) {
@@ -328,6 +329,34 @@ static void check_alloc(brisk_pool_t *pool, void *p) {
 
 /* ---- Public API --------------------------------------------------------- */
 
+static inline bool pool_ok(const brisk_pool_t *pool, const char *fn) {
+  return handle_ok(pool, offsetof(brisk_pool_t, magic), POOL_MAGIC, fn, "pool");
+}
+
+/* The checked library never frees a pool struct: a destroyed one waits in
+ * retired_pools, marked dead, so a stale handle never reads freed memory. */
+static brisk_pool_t *pool_struct_alloc(void) {
+  brisk_pool_t *pool = NULL;
+  if (BRISK_CHECKED) {
+    pthread_mutex_lock(&pools_lock);
+    pool = retired_take(&retired_pools, offsetof(brisk_pool_t, retired_next));
+    pthread_mutex_unlock(&pools_lock);
+    if (pool) memset(pool, 0, sizeof *pool);
+  }
+  return pool ? pool : brisk_calloc(1, sizeof *pool);
+}
+
+static void pool_struct_free(brisk_pool_t *pool) {
+  pool->magic = HANDLE_DEAD;
+  if (!BRISK_CHECKED) {
+    brisk_free(pool);
+    return;
+  }
+  pthread_mutex_lock(&pools_lock);
+  retired_put(&retired_pools, pool, offsetof(brisk_pool_t, retired_next));
+  pthread_mutex_unlock(&pools_lock);
+}
+
 brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_objects) {
   if (alignment == 0) alignment = BLOCK_ALIGN;
   if (!is_power_of_two(alignment) || alignment > SLAB_BYTES / 4 || object_size == 0 ||
@@ -335,7 +364,9 @@ brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_ob
     errno = EINVAL;
     return NULL;
   }
-  brisk_pool_t *pool = brisk_calloc(1, sizeof *pool);
+  /* A free object holds the free-list link: it must be aligned for one. */
+  if (alignment < _Alignof(block_t)) alignment = _Alignof(block_t);
+  brisk_pool_t *pool = pool_struct_alloc();
   if (!pool) return NULL;
   pool->magic = POOL_MAGIC;
   pool->object_size = align_up(object_size < BLOCK_ALIGN ? BLOCK_ALIGN : object_size, alignment);
@@ -351,6 +382,7 @@ brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_ob
 
 void brisk_pool_destroy(brisk_pool_t *pool) {
   if (!pool) return;
+  pool_ok(pool, "brisk_pool_destroy");
   pthread_mutex_lock(&pools_lock);
   for (pool_cache_t *c = pool->caches; c; c = c->pool_next) {
     c->alloc_list = c->free_list = NULL;
@@ -372,13 +404,11 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
     pool->batch_chunks = next;
   }
   pthread_mutex_destroy(&pool->lock);
-  pool->magic = 0;
-  brisk_free(pool);
+  pool_struct_free(pool);
 }
 
 void *brisk_pool_alloc(brisk_pool_t *pool) {
-  if (BRISK_CHECKED && (!pool || pool->magic != POOL_MAGIC))
-    brisk_fatal("brisk_pool_alloc(%p): not a live pool", (void *)pool);
+  if (!pool_ok(pool, "brisk_pool_alloc")) return NULL;
   if (pool->max_objects &&
       atomic_fetch_add_explicit(&pool->live, 1, memory_order_relaxed) >= pool->max_objects) {
     atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
@@ -408,11 +438,8 @@ out_of_memory:
 }
 
 void brisk_pool_free(brisk_pool_t *pool, void *p) {
-  if (!p) return;
-  if (BRISK_CHECKED) {
-    if (!pool || pool->magic != POOL_MAGIC) brisk_fatal("brisk_pool_free(%p, %p): not a live pool", (void *)pool, p);
-    check_free(pool, p);
-  }
+  if (!p || !pool_ok(pool, "brisk_pool_free")) return;
+  if (BRISK_CHECKED) check_free(pool, p);
   pool_cache_t *c = cache_for(pool);
   if (unlikely(!c)) { /* no memory for a cache: give it straight back */
     ((block_t *)p)->next = NULL;
@@ -427,9 +454,10 @@ void brisk_pool_free(brisk_pool_t *pool, void *p) {
   if (pool->max_objects) atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
 }
 
-void brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
+int brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
   brisk_pool_t *pool = (brisk_pool_t *)cpool;
-  memset(out, 0, sizeof *out);
+  if (out) memset(out, 0, sizeof *out);
+  if (!pool_ok(pool, "brisk_pool_stats") || !out) return EINVAL;
   pthread_mutex_lock(&pools_lock);
   uint64_t allocs = pool->retired_allocs, frees = pool->retired_frees;
   for (pool_cache_t *c = pool->caches; c; c = c->pool_next) {
@@ -448,4 +476,5 @@ void brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
   out->frees = frees;
   out->live_objects = allocs >= frees ? (size_t)(allocs - frees) : 0;
   out->exhausted = atomic_load_explicit(&pool->exhausted, memory_order_relaxed);
+  return 0;
 }

@@ -189,22 +189,24 @@ void segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
 }
 
 /* Maps `bytes` of segments into the cache now (BRISK_RESERVE), touching
- * them in realtime mode so that first use takes no page fault either. */
-void segment_reserve(size_t bytes) {
-  size_t n = (bytes + SEGMENT_SIZE - 1) / SEGMENT_SIZE;
-  size_t want = cache_bytes() + n * SEGMENT_SIZE;
-  if (brisk_opt.cache_cap < want) brisk_opt.cache_cap = want;
+ * them in realtime mode so that first use takes no page fault either.
+ * Returns the bytes it could place: short when the mapped-bytes cap or the
+ * OS refuses, or when the cache's slots are full. */
+size_t segment_reserve(size_t bytes) {
+  size_t n = (bytes + SEGMENT_SIZE - 1) / SEGMENT_SIZE, placed = 0;
   while (n-- > 0) {
     segment_t *seg = segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0);
-    if (!seg) return;
+    if (!seg) break;
     PUBLISH(seg->kind, SEG_SMALL);
     if (brisk_opt.realtime)
       for (size_t off = 0; off < SEGMENT_SIZE; off += OS_PAGE_SIZE) ((volatile uint8_t *)seg)[off] = 0;
     if (!cache_put(seg)) {
       segment_unmap(seg);
-      return;
+      break;
     }
+    placed += SEGMENT_SIZE;
   }
+  return placed < bytes ? placed : bytes;
 }
 
 /* ---- Abandoned segments ------------------------------------------------- */
@@ -311,7 +313,6 @@ void segment_abandoned_reset_after_fork(void) {
  * size and time are hints read without ownership and checked after the
  * claim, so the header of a segment is only touched by whoever holds it. */
 
-#define CACHE_SLOTS 256
 #define TAG_PURGED 4
 #define UNMAP_DELAY_FACTOR 20
 
@@ -337,10 +338,14 @@ static size_t slot_tag(const segment_t *seg) {
 
 size_t cache_bytes(void) { return atomic_load_explicit(&cached_bytes, memory_order_relaxed); }
 
+/* The reserve is memory the program asked to keep at hand: it is held on
+ * top of the cache cap, never in its place. */
+size_t cache_limit(void) { return brisk_opt.cache_cap + brisk_opt.reserve; }
+
 bool cache_reserve(size_t bytes) {
   size_t cur = atomic_fetch_add_explicit(&cached_bytes, bytes, memory_order_relaxed);
   /* Realtime mode trims no cache: freeing must not unmap. */
-  if (cur + bytes <= brisk_opt.cache_cap || brisk_opt.realtime) return true;
+  if (cur + bytes <= cache_limit() || brisk_opt.realtime) return true;
   atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed);
   return false;
 }
@@ -401,7 +406,7 @@ bool cache_put(segment_t *seg) {
   seg->cached_at_ms = os_now_ms();
   if (!cache_reserve(seg->mapped_size)) return false;
   if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size >
-                          brisk_opt.cache_cap / 16)
+                          cache_limit() / 16)
     purge_cached(seg);
   dirty_account(seg, true);
   if (slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {

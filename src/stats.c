@@ -180,6 +180,7 @@ static void format_json(out_t *o, const brisk_stats_t *st) {
 size_t brisk_stats_json(char *buf, size_t len) {
   brisk_stats_t st = {.version = BRISK_STATS_VERSION};
   brisk_stats_get(&st);
+  if (!buf) len = 0; /* the length it needs, as snprintf(NULL, n) gives */
   out_t o = {buf, len, 0};
   format_json(&o, &st);
   if (buf && len) buf[o.pos < len ? o.pos : len - 1] = '\0';

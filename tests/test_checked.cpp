@@ -240,14 +240,97 @@ TEST_F(CheckedDeath, PoolWriteAfterFree) {
       "written after it was freed");
 }
 
-TEST_F(CheckedDeath, PoolUsedAfterDestroy) {
+// ---- Handles used after destroy (issue 10, item 9) ---------------------------
+// The struct of a destroyed heap or pool stays mapped and marked dead, and is
+// reused only after many others were destroyed: a stale handle is named.
+
+#define DESTROYED(fn, kind) fn "\\(0x[0-9a-f]+\\): " kind " was destroyed"
+
+namespace {
+
+brisk_heap_t *destroyed_heap() {
+  brisk_heap_t *heap = brisk_heap_new();
+  g_sink = brisk_heap_malloc(heap, 100);
+  brisk_heap_destroy(heap);
+  return static_cast<brisk_heap_t *>(launder(heap));
+}
+
+}  // namespace
+
+TEST_F(CheckedDeath, HeapUsedAfterDestroy) {
+  EXPECT_DEATH(g_sink = brisk_heap_malloc(destroyed_heap(), 32), DESTROYED("brisk_heap_malloc", "heap"));
+  EXPECT_DEATH(g_sink = brisk_heap_calloc(destroyed_heap(), 2, 8), DESTROYED("brisk_heap_calloc", "heap"));
+  EXPECT_DEATH(g_sink = brisk_heap_realloc(destroyed_heap(), nullptr, 8), DESTROYED("brisk_heap_realloc", "heap"));
+  EXPECT_DEATH(g_sink = brisk_heap_aligned_alloc(destroyed_heap(), 64, 8),
+               DESTROYED("brisk_heap_aligned_alloc", "heap"));
+  EXPECT_DEATH(brisk_heap_reset(destroyed_heap()), DESTROYED("brisk_heap_reset", "heap"));
+  EXPECT_DEATH(brisk_heap_set_max_bytes(destroyed_heap(), MiB), DESTROYED("brisk_heap_set_max_bytes", "heap"));
+  EXPECT_DEATH(g_sink = reinterpret_cast<void *>(brisk_heap_held_bytes(destroyed_heap())),
+               DESTROYED("brisk_heap_held_bytes", "heap"));
+  EXPECT_DEATH(brisk_heap_destroy(destroyed_heap()), DESTROYED("brisk_heap_destroy", "heap"));
+}
+
+TEST_F(CheckedDeath, HeapUsedAfterDestroyWhileOtherHeapsComeAndGo) {
+  // New heaps must not take over the destroyed heap's struct at once.
   EXPECT_DEATH(
       {
-        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
-        brisk_pool_destroy(pool);
-        g_sink = brisk_pool_alloc(static_cast<brisk_pool_t *>(launder(pool)));
+        brisk_heap_t *stale = destroyed_heap();
+        std::vector<brisk_heap_t *> live;
+        for (int i = 0; i < 20; ++i) brisk_heap_destroy(brisk_heap_new());
+        for (int i = 0; i < 20; ++i) live.push_back(brisk_heap_new());
+        g_sink = brisk_heap_malloc(stale, 32);
       },
-      "not a live pool");
+      DESTROYED("brisk_heap_malloc", "heap"));
+}
+
+namespace {
+
+brisk_pool_t *destroyed_pool() {
+  brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+  g_sink = brisk_pool_alloc(pool);
+  brisk_pool_destroy(pool);
+  return static_cast<brisk_pool_t *>(launder(pool));
+}
+
+}  // namespace
+
+TEST_F(CheckedDeath, PoolUsedAfterDestroy) {
+  EXPECT_DEATH(g_sink = brisk_pool_alloc(destroyed_pool()), DESTROYED("brisk_pool_alloc", "pool"));
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *other = brisk_pool_new(64, 0, 0);
+        void *p = brisk_pool_alloc(other);
+        brisk_pool_free(destroyed_pool(), p);
+      },
+      DESTROYED("brisk_pool_free", "pool"));
+  EXPECT_DEATH(
+      {
+        brisk_pool_stats_t st;
+        brisk_pool_stats(destroyed_pool(), &st);
+      },
+      DESTROYED("brisk_pool_stats", "pool"));
+  EXPECT_DEATH(brisk_pool_destroy(destroyed_pool()), DESTROYED("brisk_pool_destroy", "pool"));
+}
+
+TEST_F(CheckedDeath, PoolUsedAfterDestroyWhileOtherPoolsComeAndGo) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *stale = destroyed_pool();
+        std::vector<brisk_pool_t *> live;
+        for (int i = 0; i < 20; ++i) brisk_pool_destroy(brisk_pool_new(64, 0, 0));
+        for (int i = 0; i < 20; ++i) live.push_back(brisk_pool_new(64, 0, 0));
+        g_sink = brisk_pool_alloc(stale);
+      },
+      DESTROYED("brisk_pool_alloc", "pool"));
+}
+
+TEST_F(CheckedDeath, NotAPool) {
+  EXPECT_DEATH(
+      {
+        static unsigned char fake[4096];  // zeroed: no pool looks like this
+        g_sink = brisk_pool_alloc(reinterpret_cast<brisk_pool_t *>(fake));
+      },
+      "brisk_pool_alloc\\(0x[0-9a-f]+\\): not a pool from brisk_pool_new");
 }
 
 // ---- No false alarms --------------------------------------------------------

@@ -159,7 +159,9 @@ TEST_F(Options, SetGetRoundTrip) {
     std::vector<long long> values;
     if (o.is_bool) values = {1, 0, 1, 0};
     else if (o.opt == BRISK_OPTION_RESERVE) values = {4LL << 20, 8LL << 20};  // maps: keep it small
-    else values = {0, 1, 250, 4096, 64LL << 20, 3LL << 30, 1LL << 40, 0};
+    else if (o.opt == BRISK_OPTION_PURGE_DELAY_MS) values = {0, 1, 250, 4096, 3600000, 0};
+    else if (o.opt == BRISK_OPTION_MAX_BYTES) values = {0, 16LL << 20, 64LL << 20, 3LL << 30, 1LL << 47, 0};
+    else values = {0, 1, 250, 4096, 64LL << 20, 3LL << 30, 1LL << 40, 1LL << 47, 0};
     for (long long v : values) {
       EXPECT_EQ(brisk_option_set(o.opt, v), 0) << "value " << v;
       EXPECT_EQ(brisk_option_get(o.opt), v);
@@ -185,6 +187,72 @@ TEST_F(Options, BadValuesGiveEinvalAndChangeNothing) {
     EXPECT_EQ(brisk_option_set(static_cast<brisk_option_t>(bad), 1), EINVAL) << "option " << bad;
     EXPECT_EQ(brisk_option_get(static_cast<brisk_option_t>(bad)), -1) << "option " << bad;
   }
+}
+
+// ---- Ranges (issue 10, item 6) --------------------------------------------
+
+struct Range {
+  brisk_option_t opt;
+  long long lo, hi;  // allowed: lo .. hi
+  bool zero_too;     // and 0
+};
+
+const Range kRanges[] = {
+    {BRISK_OPTION_PURGE_DELAY_MS, 0, 3600LL * 1000, false},
+    {BRISK_OPTION_MAX_BYTES, 16LL << 20, 1LL << 47, true},
+    {BRISK_OPTION_CACHE_CAP, 0, 1LL << 47, false},
+    {BRISK_OPTION_RESERVE, 0, 1LL << 30, false},
+};
+
+TEST_F(Options, OutOfRangeValuesAreRefusedAndChangeNothing) {
+  for (const Range &r : kRanges) {
+    SCOPED_TRACE(brisk_option_name(r.opt));
+    const long long before = brisk_option_get(r.opt);
+    std::vector<long long> bad = {r.hi + 1, r.hi * 2, LLONG_MAX, -1};
+    if (r.lo > 0) {
+      bad.push_back(r.lo - 1);
+      bad.push_back(1);
+    }
+    for (long long v : bad) {
+      EXPECT_EQ(brisk_option_set(r.opt, v), EINVAL) << "value " << v;
+      EXPECT_EQ(brisk_option_get(r.opt), before) << "a refused value changed the option";
+    }
+    // The bounds themselves are allowed (the reserve's upper one maps a
+    // gigabyte: not tried here).
+    std::vector<long long> good = {r.lo};
+    if (r.opt != BRISK_OPTION_RESERVE) good.push_back(r.hi);
+    if (r.zero_too) good.push_back(0);
+    for (long long v : good) {
+      EXPECT_EQ(brisk_option_set(r.opt, v), 0) << "value " << v;
+      EXPECT_EQ(brisk_option_get(r.opt), v);
+    }
+    EXPECT_EQ(brisk_option_set(r.opt, before), 0);
+  }
+}
+
+TEST_F(Options, MaxBytesTooSmallToStartAProgramIsRefused) {
+  for (long long v : {1LL, 4096LL, 1LL << 20, (16LL << 20) - 1}) {
+    EXPECT_EQ(brisk_option_set(BRISK_OPTION_MAX_BYTES, v), EINVAL) << "value " << v;
+    EXPECT_EQ(brisk_option_get(BRISK_OPTION_MAX_BYTES), 0);
+  }
+}
+
+TEST_F(Options, ReserveIsKeptOnTopOfTheCacheCapWithoutRaisingIt) {
+  // A reserve used to raise the cache cap behind the caller's back.
+  brisk_collect();
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_CACHE_CAP, 8 * MiB), 0);
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_RESERVE, 32 * MiB), 0);
+  EXPECT_EQ(brisk_option_get(BRISK_OPTION_CACHE_CAP), static_cast<long long>(8 * MiB));
+  EXPECT_EQ(brisk_option_get(BRISK_OPTION_RESERVE), static_cast<long long>(32 * MiB));
+  // All of the reserve is in the cache, though it is over the cache cap.
+  EXPECT_GE(stats_now().cached, 32 * MiB);
+}
+
+TEST_F(Options, ReserveAboveTheCacheSlotsIsRefused) {
+  // It used to be taken and silently cut to 1 GiB.
+  EXPECT_EQ(brisk_option_set(BRISK_OPTION_RESERVE, (1LL << 30) + 1), EINVAL);
+  EXPECT_EQ(brisk_option_set(BRISK_OPTION_RESERVE, 2LL << 30), EINVAL);
+  EXPECT_EQ(brisk_option_get(BRISK_OPTION_RESERVE), 0);
 }
 
 TEST_F(Options, MaxBytesOptionIsTheMappedCap) {

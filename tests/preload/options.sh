@@ -5,6 +5,12 @@
 #   - a malformed value or an unknown BRISK_ name gives exactly one warning
 #     line on stderr naming the variable and the accepted form, and the
 #     option keeps its default;
+#   - a value out of the option's range gives one line naming the variable,
+#     the value and the range, and changes nothing (BRISK_MAX_BYTES=1 no
+#     longer makes programs fail); the reserve does not raise the cache cap;
+#   - an unknown name's line lists the valid names and the closest one;
+#   - the mapped-bytes cap says once, on its first refusal, why allocations
+#     fail;
 #   - BRISK_SHOW_STATS=1 prints the table at exit (even if the program closed
 #     its stderr), BRISK_STATS_JSON=file writes the stats as JSON at exit.
 # Usage: options.sh /path/to/libbrisk.so /path/to/brisk_probe
@@ -82,22 +88,22 @@ probe BRISK_VERBOSE=1
 expect_value BRISK_VERBOSE 1 "BRISK_VERBOSE=1"
 if grep -E "ignoring|unknown variable" "$TMP/err"; then fail "BRISK_VERBOSE=1 was warned about"; fi
 # Variables of brisk's tools and of the test suite are known: no warning.
-probe BRISK_LIB=/nonexistent BRISK_TEST_SOMETHING=1 BRISK_STATS_JSON=
+probe BRISK_LIB=/nonexistent BRISK_TEST_SOMETHING=1 BRISK_STATS_JSON= BRISK_BUILD_DIR=/tmp \
+      BRISK_ASAN_SCALE=0.5 BRISK_TSAN_SCALE=0.25
 [ ! -s "$TMP/err" ] || fail "warning for a known variable: $(cat "$TMP/err")"
 echo "ok: good values"
 
-# ---- Malformed values: one line naming the variable and its form; default kept.
-# bad VAR VALUE FORM_WORDS
+# ---- Malformed values: one line naming the variable and its form; nothing changes.
+# bad VAR VALUE WORDS: one warning line naming VAR="VALUE" and saying WORDS.
 bad() {
-  local var=$1 val=$2 form=$3 lines
+  local var=$1 val=$2 words=$3 lines
   probe "$var=$val"
   lines=$(wc -l < "$TMP/err")
   [ "$lines" = 1 ] || fail "$var='$val': expected one warning line, got $lines: $(cat "$TMP/err")"
-  grep -q -- "$var" "$TMP/err" || fail "$var='$val': the warning does not name it: $(cat "$TMP/err")"
-  grep -qF -- "\"$val\"" "$TMP/err" || fail "$var='$val': the warning does not quote the value: $(cat "$TMP/err")"
-  grep -qF -- "$form" "$TMP/err" || fail "$var='$val': the warning does not give the form '$form': $(cat "$TMP/err")"
+  grep -qF -- "$var=\"$val\"" "$TMP/err" || fail "$var='$val': the warning does not name it: $(cat "$TMP/err")"
+  grep -qF -- "$words" "$TMP/err" || fail "$var='$val': the warning does not say '$words': $(cat "$TMP/err")"
   grep -q "warning" "$TMP/err" || fail "$var='$val': not a warning: $(cat "$TMP/err")"
-  expect_value "$var" "${DEFAULT[$var]}" "$var='$val'"
+  for name in "${!DEFAULT[@]}"; do expect_value "$name" "${DEFAULT[$name]}" "$var='$val'"; done
 }
 for val in abc 12Q -5 "" 1.5 "25 0" 250ms +5 0x10 99999999999999999999999; do
   bad BRISK_PURGE_DELAY_MS "$val" "whole number"
@@ -128,10 +134,73 @@ for var in BRISK_FOO BRISK_PURGE_DELAY BRISK_STATS BRISK_ BRISK_show_stats; do
 done
 probe BRISK_FOO=1 BRISK_BAR=2 BRISK_CACHE_CAP=lots
 [ "$(wc -l < "$TMP/err")" = 3 ] || fail "three bad variables: expected three lines: $(cat "$TMP/err")"
-for var in BRISK_FOO BRISK_BAR BRISK_CACHE_CAP; do
-  [ "$(grep -c "$var" "$TMP/err")" = 1 ] || fail "$var not named exactly once: $(cat "$TMP/err")"
+for pattern in "unknown variable BRISK_FOO " "unknown variable BRISK_BAR " "ignoring BRISK_CACHE_CAP="; do
+  [ "$(grep -c "$pattern" "$TMP/err")" = 1 ] || fail "'$pattern' not said exactly once: $(cat "$TMP/err")"
 done
+# The line lists every valid name, and the closest one when it is close.
+# suggest VAR CLOSEST
+suggest() {
+  probe "$1=1"
+  grep -qF "did you mean $2?" "$TMP/err" || fail "$1: no 'did you mean $2?': $(cat "$TMP/err")"
+  for name in "${!DEFAULT[@]}" BRISK_STATS_JSON; do
+    grep -qF "$name" "$TMP/err" || fail "$1: the valid name $name is not listed: $(cat "$TMP/err")"
+  done
+}
+suggest BRISK_SHOW_STAT BRISK_SHOW_STATS
+suggest BRISK_show_stats BRISK_SHOW_STATS
+suggest BRISK_PURGE_DELAY BRISK_PURGE_DELAY_MS
+suggest BRISK_MAXBYTES BRISK_MAX_BYTES
+suggest BRISK_CACHECAP BRISK_CACHE_CAP
+suggest BRISK_STATS_JSN BRISK_STATS_JSON
+suggest BRISK_REALTIM BRISK_REALTIME
+probe BRISK_FOO=1
+if grep -q "did you mean" "$TMP/err"; then fail "BRISK_FOO is close to no name: $(cat "$TMP/err")"; fi
 echo "ok: unknown variables"
+
+# ---- Out-of-range values: one line naming the variable, the value and the
+# range; nothing changes.
+# out_of_range VAR VALUE RANGE
+out_of_range() { bad "$1" "$2" "out of range (allowed: $3)"; }
+for val in 1 4096 1M 16777215 129T; do
+  out_of_range BRISK_MAX_BYTES "$val" "0 (no cap) or 16M .. 128T"
+done
+out_of_range BRISK_PURGE_DELAY_MS 3600001 "0 .. 3600000"
+out_of_range BRISK_PURGE_DELAY_MS 99999999999 "0 .. 3600000"
+out_of_range BRISK_CACHE_CAP 129T "0 .. 128T"
+out_of_range BRISK_RESERVE 1025M "0 .. 1G"
+out_of_range BRISK_RESERVE 2G "0 .. 1G"
+# The bounds themselves are taken, silently.
+probe BRISK_MAX_BYTES=16M BRISK_PURGE_DELAY_MS=3600000 BRISK_CACHE_CAP=128T
+expect_value BRISK_MAX_BYTES $((16 << 20)) "lower bound"
+expect_value BRISK_PURGE_DELAY_MS 3600000 "upper bound"
+expect_value BRISK_CACHE_CAP $((128 << 40)) "upper bound"
+[ ! -s "$TMP/err" ] || fail "warnings for values at the bounds: $(cat "$TMP/err")"
+# A reserve over the cache cap is kept on top of it: neither changes the other.
+probe BRISK_RESERVE=64M BRISK_CACHE_CAP=16M
+expect_value BRISK_RESERVE $((64 << 20)) "reserve over the cache cap"
+expect_value BRISK_CACHE_CAP $((16 << 20)) "reserve over the cache cap"
+[ ! -s "$TMP/err" ] || fail "warnings for a reserve over the cache cap: $(cat "$TMP/err")"
+# BRISK_MAX_BYTES=1 used to make every program fail: now a real one runs.
+printf 'b\na\n' | env "${clean_env[@]}" BRISK_MAX_BYTES=1 LD_PRELOAD="$LIB" sort > "$TMP/out" 2> "$TMP/err" ||
+  fail "sort failed under BRISK_MAX_BYTES=1: $(cat "$TMP/err")"
+[ "$(cat "$TMP/out")" = "$(printf 'a\nb')" ] || fail "sort under BRISK_MAX_BYTES=1 printed: $(cat "$TMP/out")"
+[ "$(wc -l < "$TMP/err")" = 1 ] && grep -qF 'ignoring BRISK_MAX_BYTES="1": out of range' "$TMP/err" ||
+  fail "sort under BRISK_MAX_BYTES=1: expected the one warning: $(cat "$TMP/err")"
+echo "ok: out-of-range values"
+
+# ---- A cap too small for the program: one warning at the first refusal,
+# naming BRISK_MAX_BYTES, the cap and the size asked; then ENOMEM, quietly.
+env "${clean_env[@]}" BRISK_MAX_BYTES=16M LD_PRELOAD="$LIB" "$PROBE" over-cap > "$TMP/out" 2> "$TMP/err" ||
+  fail "probe over-cap failed: $(cat "$TMP/err")"
+[ "$(grep -c "NULL, ENOMEM" "$TMP/out")" = 3 ] || fail "over the cap: expected three ENOMEM: $(cat "$TMP/out")"
+grep -q "small: ok" "$TMP/out" || fail "over the cap: small blocks failed too: $(cat "$TMP/out")"
+expect_value BRISK_MAX_BYTES $((16 << 20)) "over-cap"
+[ "$(wc -l < "$TMP/err")" = 1 ] || fail "over the cap: expected one warning line: $(cat "$TMP/err")"
+grep -qE "warning: BRISK_MAX_BYTES: the cap of 16777216 bytes refused a mapping of [0-9]+ bytes" "$TMP/err" ||
+  fail "over the cap: the warning does not name the variable and the cap: $(cat "$TMP/err")"
+asked=$(sed -n 's/.*refused a mapping of \([0-9]*\) bytes.*/\1/p' "$TMP/err")
+[ "$asked" -ge $((64 << 20)) ] || fail "over the cap: the size asked ($asked) is not the 64 MiB block's"
+echo "ok: the cap's first refusal"
 
 # ---- BRISK_SHOW_STATS=1: the table at exit, on stderr; stdout untouched.
 env "${clean_env[@]}" BRISK_SHOW_STATS=1 LD_PRELOAD="$LIB" "$PROBE" options > "$TMP/out" 2> "$TMP/err" ||

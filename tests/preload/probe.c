@@ -12,6 +12,9 @@
  *                             scripts' proof that they see system calls)
  *   brisk_probe reserve       40 MiB of small blocks between the markers
  *   brisk_probe double-free   frees a block twice
+ *   brisk_probe over-cap      three 64 MiB mallocs (each line says whether it
+ *                             got NULL with ENOMEM), then small ones, then the
+ *                             options as for "options"
  *
  * The markers are single write(2) calls ("@@BRISK-PROBE-START@@" and
  * "@@BRISK-PROBE-END@@"), so strace shows where the measured part begins and
@@ -20,6 +23,7 @@
  * made in between ("os_calls_between=N"). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +206,22 @@ static int mode_options(void) {
   return 0;
 }
 
+/* Under a small BRISK_MAX_BYTES: big blocks are refused, small ones still
+ * come, and the program goes on. */
+static int mode_over_cap(void) {
+  need_brisk();
+  for (int i = 0; i < 3; i++) {
+    errno = 0;
+    void *p = malloc(64 * MiB);
+    printf("big %d: %s\n", i, p ? "allocated" : errno == ENOMEM ? "NULL, ENOMEM" : "NULL, other errno");
+    free(p);
+  }
+  int ok = 1;
+  for (int i = 0; i < 100; i++) ok &= (keep[i] = malloc(100)) != NULL;
+  printf("small: %s\n", ok ? "ok" : "failed");
+  return mode_options();
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (!strcmp(mode, "loaded")) {
@@ -213,6 +233,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "realtime")) return mode_realtime();
   if (!strcmp(mode, "cold")) return mode_cold();
   if (!strcmp(mode, "reserve")) return mode_reserve();
+  if (!strcmp(mode, "over-cap")) return mode_over_cap();
   if (!strcmp(mode, "close-stderr")) {
     keep[0] = malloc(100);
     puts("closing stderr");
@@ -228,6 +249,6 @@ int main(int argc, char **argv) {
     puts("survived a double free");
     return 0;
   }
-  fprintf(stderr, "usage: brisk_probe loaded|options|leak|close-stderr|realtime|cold|reserve|double-free\n");
+  fprintf(stderr, "usage: brisk_probe loaded|options|leak|close-stderr|realtime|cold|reserve|double-free|over-cap\n");
   return 64;
 }
