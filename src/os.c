@@ -18,6 +18,28 @@
  * static, it is valid before any initialization runs. */
 BRISK_INTERNAL _Atomic(uint8_t) brisk_chunk_map[CHUNK_MAP_ENTRIES];
 
+/* The kernel orders a range one thread gives up (munmap, mremap) before
+ * another thread maps it again. ThreadSanitizer does not see that order
+ * through mremap, so the sanitized build states it: giving address space up
+ * releases, getting it acquires. */
+#if defined(__SANITIZE_THREAD__)
+#define BRISK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BRISK_TSAN 1
+#endif
+#endif
+#ifdef BRISK_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char address_space_order;
+static void space_given_up(void) { __tsan_release(&address_space_order); }
+static void space_taken(void) { __tsan_acquire(&address_space_order); }
+#else
+static void space_given_up(void) {}
+static void space_taken(void) {}
+#endif
+
 static _Atomic(size_t) mapped_bytes;
 static _Atomic(size_t) max_bytes;
 static _Atomic(uint64_t) os_calls[4]; /* enum os_call */
@@ -43,6 +65,7 @@ void os_map_range(const void *header, size_t from, size_t to, bool on) {
 
 static void unmap_raw(void *base, size_t size) {
   atomic_fetch_add_explicit(&os_calls[OS_MUNMAP], 1, memory_order_relaxed);
+  space_given_up();
   munmap(base, size);
 }
 
@@ -76,6 +99,7 @@ static void *map_once(size_t size, size_t align, size_t skew, uint8_t **base, si
   atomic_fetch_add_explicit(&os_calls[OS_MMAP], 1, memory_order_relaxed);
   uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) goto fail;
+  space_taken();
   uint8_t *p = over ? (uint8_t *)(align_up((uintptr_t)m + skew, align) - skew) : m;
   /* Trim the slack so that only `size` bytes stay mapped. */
   if (p > m) unmap_raw(m, (size_t)(p - m));
@@ -155,11 +179,13 @@ bool os_resize(void *base, size_t old_size, size_t new_size) {
   if (brisk_opt.realtime) return false;
   if (new_size > old_size && !reserve_bytes(new_size - old_size)) return false;
   atomic_fetch_add_explicit(&os_calls[OS_MREMAP], 1, memory_order_relaxed);
+  if (new_size < old_size) space_given_up();
   if (mremap(base, old_size, new_size, 0) == MAP_FAILED) {
     if (new_size > old_size) atomic_fetch_sub_explicit(&mapped_bytes, new_size - old_size, memory_order_relaxed);
     return false;
   }
   if (new_size < old_size) atomic_fetch_sub_explicit(&mapped_bytes, old_size - new_size, memory_order_relaxed);
+  else space_taken();
   return true;
 }
 
@@ -167,7 +193,9 @@ bool os_resize(void *base, size_t old_size, size_t new_size) {
  * os_map_aligned that the move replaces: no byte is copied. */
 bool os_move(void *base, size_t old_size, void *target, size_t new_size) {
   atomic_fetch_add_explicit(&os_calls[OS_MREMAP], 1, memory_order_relaxed);
+  space_given_up();
   if (mremap(base, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) return false;
+  space_taken();
   atomic_fetch_sub_explicit(&mapped_bytes, old_size, memory_order_relaxed);
   return true;
 }
