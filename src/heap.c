@@ -166,6 +166,9 @@ void *heap_malloc_generic(heap_t *h, size_t size) {
     h = heap_get_initialized();
     if (!h) return NULL;
   }
+  /* Counted on every entry: a program that allocates and frees one size
+   * comes here once per page's worth of blocks, and must purge too. */
+  if (unlikely((++h->slow_calls & 63) == 0)) purge_maybe(h);
   if (size > LARGE_SIZE_MAX) return huge_alloc(h, size, 0, false);
   unsigned cls = size_to_class(size);
   page_t *pg = h->queues[cls].first;
@@ -177,7 +180,6 @@ void *heap_malloc_generic(heap_t *h, size_t size) {
     }
     if (likely(pg->free != NULL)) goto pop;
   }
-  if (unlikely((++h->slow_calls & 63) == 0)) purge_maybe(h);
   delayed_free_process(h);
   pg = find_page(h, cls);
   if (!pg) return NULL;
@@ -354,6 +356,7 @@ void heap_thread_done(void *value) {
   huge_flush_thread_cache(h, 0, true);
   brisk_tls_heap = &brisk_heap_empty;
   heap_retire_struct(h);
+  purge_tick();
 }
 
 /* Gives back what this heap holds idle: pages that waited the purge delay

@@ -214,6 +214,7 @@ void huge_free(segment_t *seg) {
   if (h != &brisk_heap_empty && seg->mapped_size <= brisk_opt.cache_cap / THREAD_CACHE_SLOTS &&
       (hot_put(h, seg) || slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms()))) {
     purge_note_pending();
+    purge_tick();
     return;
   }
   segment_release(seg);

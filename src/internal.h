@@ -174,7 +174,7 @@ typedef struct brisk_options {
   _Atomic(uint64_t) purge_delay_ms;
   _Atomic(size_t) cache_cap;  /* bytes kept in the huge/segment caches */
   _Atomic(size_t) reserve;
-  _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report;
+  _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report, background_purge;
 } brisk_options_t;
 
 extern BRISK_INTERNAL brisk_options_t brisk_opt;
@@ -322,10 +322,15 @@ BRISK_INTERNAL void *huge_realloc(segment_t *seg, void *p, size_t size);
 BRISK_INTERNAL void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force);
 BRISK_INTERNAL void huge_release_heap_blocks(heap_t *h);
 
-/* ---- Background purge and process setup (purge.c, init.c) --------------- */
+/* ---- Purge passes and process setup (purge.c, init.c) ------------------- */
 
 BRISK_INTERNAL void purge_note_pending(void);
 BRISK_INTERNAL void purge_maybe(heap_t *h);
+BRISK_INTERNAL void purge_tick(void);
+/* Locks of brisk's this thread holds around calls that may allocate or free
+ * (pool carving, a pool's thread exit, a purge pass): no pass starts under
+ * them (the heap registry has its own count, heap_registry_held). */
+extern __thread int brisk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
 BRISK_INTERNAL void purge_release_all(void);
 BRISK_INTERNAL void purge_reset_after_fork(void);
 BRISK_INTERNAL void purge_quiesce(void);

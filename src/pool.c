@@ -210,6 +210,7 @@ static void cache_flush_all(brisk_pool_t *pool, pool_cache_t *c) {
 /* At thread exit (from the heap's exit hook). */
 void pool_thread_exit(void) {
   pthread_mutex_lock(&pools_lock);
+  brisk_locks_held++;
   while (tls_caches) {
     pool_cache_t *c = tls_caches;
     tls_caches = c->thread_next;
@@ -223,6 +224,7 @@ void pool_thread_exit(void) {
     }
     brisk_free(c);
   }
+  brisk_locks_held--;
   pthread_mutex_unlock(&pools_lock);
   memset(tls_slots, 0, sizeof tls_slots);
 }
@@ -248,7 +250,9 @@ static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
   slab_t *s = pool->carving;
   if (!s || pool->carved == s->capacity) {
     size_t capacity = (pool->slab_bytes - slab_header_size(0, pool->alignment)) / pool->object_size;
+    brisk_locks_held++;
     s = brisk_malloc(pool->slab_bytes);
+    brisk_locks_held--;
     if (!s) return false;
     size_t header = slab_header_size(capacity, pool->alignment);
     capacity = (pool->slab_bytes - header) / pool->object_size;

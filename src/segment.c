@@ -401,6 +401,7 @@ bool cache_put(segment_t *seg) {
   dirty_account(seg, true);
   if (slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {
     purge_note_pending();
+    purge_tick();
     return true;
   }
   dirty_account(seg, false);
