@@ -379,9 +379,19 @@ void heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
   pthread_mutex_unlock(&registry_lock);
 }
 
-void heap_registry_lock(void) { pthread_mutex_lock(&registry_lock); }
-void heap_registry_unlock(void) { pthread_mutex_unlock(&registry_lock); }
-void heap_registry_reset_after_fork(void) { pthread_mutex_init(&registry_lock, NULL); }
+/* fork: the registry, then each explicit heap's huge-block lock (the
+ * registry keeps the list of heaps still while they are taken). */
+void heap_fork_lock(void) {
+  pthread_mutex_lock(&registry_lock);
+  for (heap_t *h = registry; h; h = h->next_heap)
+    if (h->is_explicit) pthread_mutex_lock(&h->huge_lock);
+}
+
+void heap_fork_unlock(void) {
+  for (heap_t *h = registry; h; h = h->next_heap)
+    if (h->is_explicit) pthread_mutex_unlock(&h->huge_lock);
+  pthread_mutex_unlock(&registry_lock);
+}
 
 /* The thread's own pending work, for brisk_collect. */
 void heap_collect_own(bool force) {

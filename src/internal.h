@@ -277,7 +277,6 @@ BRISK_INTERNAL size_t segment_drain_abandoned(void);
 BRISK_INTERNAL uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter);
 BRISK_INTERNAL void segment_abandoned_lock(void);
 BRISK_INTERNAL void segment_abandoned_unlock(void);
-BRISK_INTERNAL void segment_abandoned_reset_after_fork(void);
 
 /* A lock-free cache of whole free segments (empty paged segments and huge
  * blocks), shared by all threads. */
@@ -305,9 +304,8 @@ BRISK_INTERNAL void heap_page_emptied(heap_t *h, page_t *pg);
 BRISK_INTERNAL void heap_queue_push(heap_t *h, page_t *pg);
 BRISK_INTERNAL void heap_thread_done(void *value);
 BRISK_INTERNAL void heap_collect_caches(heap_t *h, uint64_t now, bool force);
-BRISK_INTERNAL void heap_registry_lock(void);
-BRISK_INTERNAL void heap_registry_unlock(void);
-BRISK_INTERNAL void heap_registry_reset_after_fork(void);
+BRISK_INTERNAL void heap_fork_lock(void);
+BRISK_INTERNAL void heap_fork_unlock(void);
 BRISK_INTERNAL void heap_process_init(void);
 BRISK_INTERNAL void heap_collect_own(bool force);
 BRISK_INTERNAL bool heap_registry_held(void);
@@ -332,7 +330,10 @@ BRISK_INTERNAL void purge_tick(void);
  * them (the heap registry has its own count, heap_registry_held). */
 extern __thread int brisk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
 BRISK_INTERNAL void purge_release_all(void);
-BRISK_INTERNAL void purge_reset_after_fork(void);
+BRISK_INTERNAL void purge_fork_lock(void);
+BRISK_INTERNAL void purge_fork_unlock(bool in_child);
+BRISK_INTERNAL void pool_fork_lock(void);
+BRISK_INTERNAL void pool_fork_unlock(void);
 BRISK_INTERNAL void purge_quiesce(void);
 BRISK_INTERNAL void process_init(void);
 BRISK_INTERNAL void options_read_environment(void);

@@ -145,9 +145,12 @@ void purge_maybe(heap_t *h) {
   pass_if_due(now);
 }
 
-void purge_reset_after_fork(void) {
-  atomic_store(&purger_state, 0);
-  pthread_mutex_init(&pass_lock, NULL); /* the purger is not in the child */
+/* fork: no pass is under way in either process after it. */
+void purge_fork_lock(void) { pthread_mutex_lock(&pass_lock); }
+
+void purge_fork_unlock(bool in_child) {
+  if (in_child) atomic_store(&purger_state, 0); /* the helper thread is not in the child */
+  pthread_mutex_unlock(&pass_lock);
 }
 
 static void flush_heap_cache(heap_t *h, void *arg) {
