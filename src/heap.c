@@ -239,7 +239,7 @@ static void heap_reset_fields(heap_t *h) {
   h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
 }
 
-/* A new heap in the registry (so the purger and stats see it). */
+/* A new heap in the registry (so purge passes and stats see it). */
 heap_t *heap_create(bool is_explicit) {
   process_init();
   pthread_mutex_lock(&registry_lock);

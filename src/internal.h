@@ -152,9 +152,10 @@ typedef struct heap {
   segment_t *segments[PAGED_KINDS];   /* segments this heap owns, by kind */
   cache_slot_t huge_cache[THREAD_CACHE_SLOTS];        /* warm huge blocks */
   /* The most recently freed huge block: only the owner puts one here, the
-   * purger may only take it, so the owner needs one exchange, no clock. */
+   * purge passes (any thread's) may only take it, so the owner needs one
+   * exchange, no clock. */
   _Atomic(segment_t *) huge_hot;
-  _Atomic(uint8_t) huge_hot_seen;     /* the purger saw it idle once */
+  _Atomic(uint8_t) huge_hot_seen;     /* a purge pass saw it idle once */
   uint32_t slow_calls;
   uint64_t next_purge_ms;
   struct heap *next_heap, *prev_heap; /* registry of live heaps */

@@ -200,8 +200,8 @@ TEST(Fork, ChildOfBusyThreadsCanAllocate) {
   EXPECT_EQ(thread_errors.load(), 0u);
 }
 
-// The same child work after a fork from a parent whose only other thread is
-// brisk's idle purger: runs under every build, AddressSanitizer included.
+// The same child work after a fork from a parent with no other thread (brisk
+// starts none): runs under every build, AddressSanitizer included.
 TEST(Fork, ChildOfQuietParentCanAllocate) {
 #if BRISK_TEST_TSAN
   GTEST_SKIP() << "fork of a multi-threaded process is not supported under ThreadSanitizer";
