@@ -18,7 +18,7 @@
  * early or late; what a pass reads and changes is ordered by pass_lock. */
 static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
-static _Atomic(uint64_t) next_pass_ms;
+static _Atomic(uint64_t) last_pass_ms;
 
 BRISK_INTERNAL __thread int brisk_locks_held __attribute__((tls_model("initial-exec")));
 
@@ -36,11 +36,14 @@ static void purge_shared(uint64_t now) {
   segment_drain_abandoned();
 }
 
-/* Half a delay while memory waits to be purged, else a second: abandoned
- * segments that remote frees emptied are drained at that pace. */
-static uint64_t pass_interval(void) {
-  uint64_t nap = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? brisk_opt.purge_delay_ms / 2 : 1000;
-  return nap < 10 ? 10 : nap;
+/* A pass is due half a delay after the last while memory waits to be
+ * purged, else a second after it (abandoned segments that remote frees
+ * emptied are drained at that pace). Measured from the last pass, so a
+ * shorter delay set at run time applies at once. */
+static bool pass_due(uint64_t now) {
+  uint64_t interval = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? brisk_opt.purge_delay_ms / 2 : 1000;
+  if (interval < 10) interval = 10;
+  return now - atomic_load_explicit(&last_pass_ms, memory_order_relaxed) >= interval;
 }
 
 /* The caller holds pass_lock. Realtime mode is read under it: once
@@ -50,14 +53,14 @@ static void run_pass(uint64_t now) {
   brisk_locks_held++; /* memory the pass frees into the caches starts no pass */
   purge_shared(now);
   brisk_locks_held--;
-  atomic_store_explicit(&next_pass_ms, now + pass_interval(), memory_order_relaxed);
+  atomic_store_explicit(&last_pass_ms, now, memory_order_relaxed);
 }
 
 /* Runs the shared pass if it is due, unless the caller holds a lock of
  * brisk's (a pass takes the heap registry and segment locks) or another
  * thread runs one: never waits. */
 static void pass_if_due(uint64_t now) {
-  if (now < atomic_load_explicit(&next_pass_ms, memory_order_relaxed) || brisk_opt.realtime ||
+  if (!pass_due(now) || brisk_opt.realtime ||
       brisk_locks_held || heap_registry_held() || !atomic_load_explicit(&brisk_process_ready, memory_order_acquire))
     return;
   if (pthread_mutex_trylock(&pass_lock) != 0) return;
@@ -78,13 +81,14 @@ static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
     while (brisk_opt.background_purge) {
-      /* At most a second asleep: turning the option off ends the thread. */
-      uint64_t nap = pass_interval();
-      if (nap > 1000) nap = 1000;
-      struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
+      /* Short naps: a pass may come due sooner (a shorter delay, memory
+       * newly waiting), and turning the option off ends the thread. */
+      uint64_t nap = brisk_opt.purge_delay_ms / 4;
+      nap = nap < 5 ? 5 : nap > 250 ? 250 : nap;
+      struct timespec ts = {0, (long)nap * 1000000L};
       nanosleep(&ts, NULL);
       uint64_t now = os_now_ms();
-      if (now < atomic_load_explicit(&next_pass_ms, memory_order_relaxed)) continue;
+      if (!pass_due(now)) continue;
       pthread_mutex_lock(&pass_lock);
       run_pass(now);
       pthread_mutex_unlock(&pass_lock);
@@ -119,12 +123,8 @@ static void purger_start(void) {
 /* Memory waits in a cache: a pass is due within half a delay, and with the
  * option on, the helper thread runs. */
 void purge_note_pending(void) {
-  if (!atomic_load_explicit(&purge_pending, memory_order_relaxed)) {
+  if (!atomic_load_explicit(&purge_pending, memory_order_relaxed))
     atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
-    uint64_t due = os_now_ms() + pass_interval();
-    if (due < atomic_load_explicit(&next_pass_ms, memory_order_relaxed))
-      atomic_store_explicit(&next_pass_ms, due, memory_order_relaxed);
-  }
   if (likely(!brisk_opt.background_purge) || atomic_load(&purger_state) != 0) return;
   /* pthread_create allocates: not while brisk holds a lock, nor before the
    * process is set up. */
@@ -137,9 +137,9 @@ void purge_note_pending(void) {
 /* From a heap's slow path, every so often. */
 void purge_maybe(heap_t *h) {
   if (brisk_opt.realtime) return;
-  uint64_t now = os_now_ms();
-  if (now >= h->next_purge_ms) {
-    h->next_purge_ms = now + brisk_opt.purge_delay_ms / 2;
+  uint64_t now = os_now_ms(), half = brisk_opt.purge_delay_ms / 2;
+  if (now >= h->next_purge_ms || h->next_purge_ms > now + half) { /* (the delay may have shrunk) */
+    h->next_purge_ms = now + half;
     heap_collect_caches(h, now, false);
   }
   pass_if_due(now);

@@ -164,6 +164,7 @@ static bool threads_become(int want) {
 TEST_F(Options, BackgroundPurgeThreadOnlyWhileTheOptionIsOn) {
   // Off (the default): freed memory waiting in the caches starts no thread.
   ASSERT_EQ(brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 0), 0);
+  std::thread([] {}).join();  // ThreadSanitizer starts a thread of its own at the first one
   const int threads = thread_count();
   for (size_t n : {8 * MiB, 20 * MiB}) {
     void *p = brisk_malloc(n);
@@ -171,7 +172,7 @@ TEST_F(Options, BackgroundPurgeThreadOnlyWhileTheOptionIsOn) {
     std::memset(p, 1, n);
     brisk_free(p);
   }
-  EXPECT_EQ(thread_count(), threads);
+  EXPECT_LE(thread_count(), threads);
   // On: the helper thread runs while memory waits to be purged...
   ASSERT_EQ(brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 1), 0);
   brisk_free(brisk_malloc(12 * MiB));

@@ -218,9 +218,12 @@ size_t unpurged_cached() {
 // thread) both.
 TEST(Rss, FreedMemoryIsPurgedByAllocationCallsWithoutAThread) {
   ASSERT_EQ(brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 0), 0);
+  // An hour's delay while the memory is freed, so that none is purged
+  // before it is measured, however slow the machine.
   const long long delay = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
-  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 20), 0);
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
   warm_up();
+  std::thread([] {}).join();  // ThreadSanitizer starts a thread of its own at the first one
   const int threads = thread_count();
   ASSERT_GT(threads, 0);
   auto touch_and_free = [](std::initializer_list<size_t> sizes) {
@@ -238,7 +241,9 @@ TEST(Rss, FreedMemoryIsPurgedByAllocationCallsWithoutAThread) {
   t.join();
   const size_t before = unpurged_cached();
   EXPECT_GE(before, 90 * MiB) << "the freed blocks were not cached unpurged: the check below proves nothing";
-  // Keep allocating and freeing small blocks, as a busy program does.
+  // Then a short delay, and small blocks allocated and freed, as a busy
+  // program does.
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 20), 0);
   double t0 = now_s();
   size_t after = before;
   while (after > 4 * MiB && now_s() - t0 < 20.0) {
@@ -250,6 +255,7 @@ TEST(Rss, FreedMemoryIsPurgedByAllocationCallsWithoutAThread) {
   std::printf("unpurged cached bytes: %s before, %s after %.2f s of allocation calls\n", mib(before).c_str(),
               mib(after).c_str(), now_s() - t0);
   EXPECT_LE(after, 4 * MiB) << "freed memory was not purged by the allocation calls";
-  EXPECT_EQ(thread_count(), threads) << "brisk started a thread";
+  // (Fewer is fine: an earlier test's helper thread may still be ending.)
+  EXPECT_LE(thread_count(), threads) << "brisk started a thread";
   brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
 }
