@@ -86,7 +86,8 @@ BRISK_API size_t brisk_usable_size(const void *ptr);
 BRISK_API void brisk_set_max_bytes(size_t max_bytes);
 BRISK_API size_t brisk_get_max_bytes(void);
 
-/* Release every cached block and purge unused memory to the OS now. */
+/* Release every cached block and purge unused memory to the OS now. Waits
+ * for a purge pass under way on another thread to end, and runs beside none. */
 BRISK_API void brisk_collect(void);
 
 /* Nonzero when ptr lies in memory brisk allocated (cheap; no locks). */
@@ -269,8 +270,9 @@ BRISK_API size_t brisk_stats_json(char *buf, size_t len);
 typedef enum brisk_option {
   BRISK_OPTION_SHOW_STATS,     /* print stats at exit */
   BRISK_OPTION_VERBOSE,        /* warnings about odd input (foreign pointers, ...) */
-  BRISK_OPTION_PURGE_DELAY_MS, /* idle time before memory goes back to the OS:
-                                  0 .. 3600000 (one hour); default 500 */
+  BRISK_OPTION_PURGE_DELAY_MS, /* idle time before memory goes back to the OS
+                                  (purged by the program's own allocation and
+                                  free calls): 0 .. 3600000 (one hour); default 500 */
   BRISK_OPTION_MAX_BYTES,      /* cap on mapped memory: 0 = none (default), or
                                   16 MiB (enough to start a program) .. 128 TiB */
   BRISK_OPTION_CACHE_CAP,      /* bytes of free memory kept in the shared caches:
@@ -287,6 +289,12 @@ typedef enum brisk_option {
                                   unmaps nothing. */
   BRISK_OPTION_REALTIME,       /* no background or deferred OS work */
   BRISK_OPTION_LEAK_REPORT,    /* report live blocks at exit */
+  /* A helper thread of brisk's purges freed memory while the program is
+   * idle (default off: brisk then has no thread, and passes run from the
+   * program's allocation and free calls). With it on, the thread exists
+   * once memory waits to be purged: a process whose main thread calls
+   * pthread_exit does not end, and unshare(CLONE_NEWUSER) fails. */
+  BRISK_OPTION_BACKGROUND_PURGE,
   BRISK_OPTION_COUNT
 } brisk_option_t;
 
@@ -302,7 +310,8 @@ BRISK_API const char *brisk_option_name(brisk_option_t option);
  * accord (no purge, no thread-exit reclaim to the OS, no cache trimming,
  * no mremap): after a warm-up or BRISK_RESERVE, allocation makes none at
  * all. brisk_collect() still releases everything on demand. Turning it on
- * waits for a background pass already under way to end. */
+ * waits for a purge pass already under way to end, whichever thread runs
+ * it (one of the program's, or the BRISK_OPTION_BACKGROUND_PURGE thread). */
 BRISK_API void brisk_set_realtime(int on);
 
 /* ---- Heap checks and visits ------------------------------------------------- */

@@ -166,6 +166,9 @@ void *heap_malloc_generic(heap_t *h, size_t size) {
     h = heap_get_initialized();
     if (!h) return NULL;
   }
+  /* Counted on every entry: a program that allocates and frees one size
+   * comes here once per page's worth of blocks, and must purge too. */
+  if (unlikely((++h->slow_calls & 63) == 0)) purge_maybe(h);
   if (size > LARGE_SIZE_MAX) return huge_alloc(h, size, 0, false);
   unsigned cls = size_to_class(size);
   page_t *pg = h->queues[cls].first;
@@ -177,7 +180,6 @@ void *heap_malloc_generic(heap_t *h, size_t size) {
     }
     if (likely(pg->free != NULL)) goto pop;
   }
-  if (unlikely((++h->slow_calls & 63) == 0)) purge_maybe(h);
   delayed_free_process(h);
   pg = find_page(h, cls);
   if (!pg) return NULL;
@@ -236,7 +238,7 @@ static void heap_reset_fields(heap_t *h) {
   h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
 }
 
-/* A new heap in the registry (so the purger and stats see it). */
+/* A new heap in the registry (so purge passes and stats see it). */
 heap_t *heap_create(bool is_explicit) {
   process_init();
   pthread_mutex_lock(&registry_lock);
@@ -354,6 +356,7 @@ void heap_thread_done(void *value) {
   huge_flush_thread_cache(h, 0, true);
   brisk_tls_heap = &brisk_heap_empty;
   heap_retire_struct(h);
+  purge_tick();
 }
 
 /* Gives back what this heap holds idle: pages that waited the purge delay
@@ -376,9 +379,19 @@ void heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
   pthread_mutex_unlock(&registry_lock);
 }
 
-void heap_registry_lock(void) { pthread_mutex_lock(&registry_lock); }
-void heap_registry_unlock(void) { pthread_mutex_unlock(&registry_lock); }
-void heap_registry_reset_after_fork(void) { pthread_mutex_init(&registry_lock, NULL); }
+/* fork: the registry, then each explicit heap's huge-block lock (the
+ * registry keeps the list of heaps still while they are taken). */
+void heap_fork_lock(void) {
+  pthread_mutex_lock(&registry_lock);
+  for (heap_t *h = registry; h; h = h->next_heap)
+    if (h->is_explicit) pthread_mutex_lock(&h->huge_lock);
+}
+
+void heap_fork_unlock(void) {
+  for (heap_t *h = registry; h; h = h->next_heap)
+    if (h->is_explicit) pthread_mutex_unlock(&h->huge_lock);
+  pthread_mutex_unlock(&registry_lock);
+}
 
 /* The thread's own pending work, for brisk_collect. */
 void heap_collect_own(bool force) {

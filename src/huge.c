@@ -100,8 +100,8 @@ static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
   return seg ? seg : cache_take(min, max, SEG_HUGE);
 }
 
-/* The purger's pass over a heap's hot block: taken (and purged, or with
- * force released) once it sat idle through a whole pass. */
+/* A purge pass (on any thread) over a heap's hot block: taken (and purged,
+ * or with force released) once it sat idle through a whole pass. */
 static bool hot_purge(heap_t *h, uint64_t now, bool force) {
   segment_t *seg = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
   if (!seg) return false;
@@ -221,6 +221,7 @@ void huge_free(segment_t *seg) {
   if (h != &brisk_heap_empty && seg->mapped_size <= brisk_opt.cache_cap / THREAD_CACHE_SLOTS &&
       (hot_put(h, seg) || slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms()))) {
     purge_note_pending();
+    purge_tick();
     return;
   }
   segment_release(seg);

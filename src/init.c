@@ -28,27 +28,31 @@ void process_init(void) {
 }
 
 /* fork: no lock of brisk's may be held by a thread that will not exist in
- * the child, and the child has no purge thread. */
+ * the child. Every lock brisk owns is taken here, in the one order all of
+ * brisk keeps (docs/design.md, "Locks and their order"), and released in
+ * both processes by the thread that took it. The page fork gate closes
+ * last: a thread that holds one of these locks may be on its way through
+ * it, and must get to its unlock first. */
 static void fork_prepare(void) {
-  page_fork_gate_close();
-  heap_registry_lock();
+  purge_fork_lock();
+  pool_fork_lock();
+  heap_fork_lock();
   segment_abandoned_lock();
   segments_lock();
+  page_fork_gate_close();
 }
 
-static void fork_parent(void) {
+static void fork_release(bool in_child) {
+  page_fork_gate_open(in_child);
   segments_unlock();
   segment_abandoned_unlock();
-  heap_registry_unlock();
-  page_fork_gate_open(false);
+  heap_fork_unlock();
+  pool_fork_unlock();
+  purge_fork_unlock(in_child);
 }
 
-static void fork_child(void) {
-  page_fork_gate_open(true);
-  segment_abandoned_reset_after_fork();
-  heap_registry_reset_after_fork();
-  purge_reset_after_fork();
-}
+static void fork_parent(void) { fork_release(false); }
+static void fork_child(void) { fork_release(true); }
 
 __attribute__((constructor)) static void brisk_constructor(void) {
   process_init();

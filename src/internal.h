@@ -150,9 +150,10 @@ typedef struct heap {
   segment_t *segments[PAGED_KINDS];   /* segments this heap owns, by kind */
   cache_slot_t huge_cache[THREAD_CACHE_SLOTS];        /* warm huge blocks */
   /* The most recently freed huge block: only the owner puts one here, the
-   * purger may only take it, so the owner needs one exchange, no clock. */
+   * purge passes (any thread's) may only take it, so the owner needs one
+   * exchange, no clock. */
   _Atomic(segment_t *) huge_hot;
-  _Atomic(uint8_t) huge_hot_seen;     /* the purger saw it idle once */
+  _Atomic(uint8_t) huge_hot_seen;     /* a purge pass saw it idle once */
   uint32_t slow_calls;
   uint64_t next_purge_ms;
   struct heap *next_heap, *prev_heap; /* registry of live heaps */
@@ -173,7 +174,7 @@ typedef struct brisk_options {
   _Atomic(uint64_t) purge_delay_ms;
   _Atomic(size_t) cache_cap;  /* bytes kept in the huge/segment caches */
   _Atomic(size_t) reserve;
-  _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report;
+  _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report, background_purge;
 } brisk_options_t;
 
 extern BRISK_INTERNAL brisk_options_t brisk_opt;
@@ -276,7 +277,6 @@ BRISK_INTERNAL size_t segment_drain_abandoned(void);
 BRISK_INTERNAL uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter);
 BRISK_INTERNAL void segment_abandoned_lock(void);
 BRISK_INTERNAL void segment_abandoned_unlock(void);
-BRISK_INTERNAL void segment_abandoned_reset_after_fork(void);
 
 /* A lock-free cache of whole free segments (empty paged segments and huge
  * blocks), shared by all threads. BRISK_RESERVE lives in it, so a reserve
@@ -308,9 +308,8 @@ BRISK_INTERNAL void heap_page_emptied(heap_t *h, page_t *pg);
 BRISK_INTERNAL void heap_queue_push(heap_t *h, page_t *pg);
 BRISK_INTERNAL void heap_thread_done(void *value);
 BRISK_INTERNAL void heap_collect_caches(heap_t *h, uint64_t now, bool force);
-BRISK_INTERNAL void heap_registry_lock(void);
-BRISK_INTERNAL void heap_registry_unlock(void);
-BRISK_INTERNAL void heap_registry_reset_after_fork(void);
+BRISK_INTERNAL void heap_fork_lock(void);
+BRISK_INTERNAL void heap_fork_unlock(void);
 BRISK_INTERNAL void heap_process_init(void);
 BRISK_INTERNAL void heap_collect_own(bool force);
 BRISK_INTERNAL bool heap_registry_held(void);
@@ -325,12 +324,20 @@ BRISK_INTERNAL void *huge_realloc(segment_t *seg, void *p, size_t size);
 BRISK_INTERNAL void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force);
 BRISK_INTERNAL void huge_release_heap_blocks(heap_t *h);
 
-/* ---- Background purge and process setup (purge.c, init.c) --------------- */
+/* ---- Purge passes and process setup (purge.c, init.c) ------------------- */
 
 BRISK_INTERNAL void purge_note_pending(void);
 BRISK_INTERNAL void purge_maybe(heap_t *h);
+BRISK_INTERNAL void purge_tick(void);
+/* Locks of brisk's this thread holds around calls that may allocate or free
+ * (pool carving, a pool's thread exit, a purge pass): no pass starts under
+ * them (the heap registry has its own count, heap_registry_held). */
+extern __thread int brisk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
 BRISK_INTERNAL void purge_release_all(void);
-BRISK_INTERNAL void purge_reset_after_fork(void);
+BRISK_INTERNAL void purge_fork_lock(void);
+BRISK_INTERNAL void purge_fork_unlock(bool in_child);
+BRISK_INTERNAL void pool_fork_lock(void);
+BRISK_INTERNAL void pool_fork_unlock(void);
 BRISK_INTERNAL void purge_quiesce(void);
 BRISK_INTERNAL void process_init(void);
 BRISK_INTERNAL void options_read_environment(void);

@@ -36,6 +36,7 @@ static const struct option_info {
     [BRISK_OPTION_RESERVE] = {"BRISK_RESERVE", OPT_SIZE, 0, (long long)RESERVE_MAX},
     [BRISK_OPTION_REALTIME] = {"BRISK_REALTIME", OPT_BOOL},
     [BRISK_OPTION_LEAK_REPORT] = {"BRISK_LEAK_REPORT", OPT_BOOL},
+    [BRISK_OPTION_BACKGROUND_PURGE] = {"BRISK_BACKGROUND_PURGE", OPT_BOOL},
 };
 
 /* Read by the library but not an option (a path, read at exit). */
@@ -146,6 +147,10 @@ int brisk_option_set(brisk_option_t opt, long long v) {
   case BRISK_OPTION_RESERVE: return set_reserve((size_t)v);
   case BRISK_OPTION_REALTIME: brisk_set_realtime((int)v); break;
   case BRISK_OPTION_LEAK_REPORT: brisk_opt.leak_report = v; break;
+  case BRISK_OPTION_BACKGROUND_PURGE:
+    brisk_opt.background_purge = v;
+    if (v) purge_note_pending(); /* memory may be waiting already: start the thread now */
+    break;
   default: return EINVAL;
   }
   return 0;
@@ -162,11 +167,13 @@ long long brisk_option_get(brisk_option_t opt) {
   case BRISK_OPTION_RESERVE: return (long long)brisk_opt.reserve;
   case BRISK_OPTION_REALTIME: return brisk_opt.realtime;
   case BRISK_OPTION_LEAK_REPORT: return brisk_opt.leak_report;
+  case BRISK_OPTION_BACKGROUND_PURGE: return brisk_opt.background_purge;
   default: return -1;
   }
 }
 
-/* On return, no background pass is under way: none starts in realtime mode. */
+/* On return, no purge pass is under way on any thread: none starts in
+ * realtime mode. */
 void brisk_set_realtime(int on) {
   brisk_opt.realtime = on != 0;
   if (on) purge_quiesce();

@@ -63,6 +63,7 @@ struct brisk_pool {
   pool_cache_t *caches;          /* every thread's cache (under pools_lock) */
   uint64_t retired_allocs, retired_frees; /* of caches gone with their thread */
   struct brisk_pool *retired_next; /* checked library: destroyed, awaiting reuse */
+  struct brisk_pool *next_pool, *prev_pool; /* live pools (under pools_lock), for fork */
 };
 
 struct pool_cache {
@@ -83,6 +84,7 @@ static __thread tls_pool_slot_t tls_slots[TLS_POOL_SLOTS] __attribute__((tls_mod
 static __thread pool_cache_t *tls_caches __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* caches lists, destroy, thread exit */
 static retired_list_t retired_pools; /* checked library (under pools_lock) */
+static brisk_pool_t *live_pools;
 static _Atomic(uint64_t) next_pool_id = 1;
 
 static inline void counter_add(_Atomic(uint64_t) *c, uint64_t n) {
@@ -211,6 +213,7 @@ static void cache_flush_all(brisk_pool_t *pool, pool_cache_t *c) {
 /* At thread exit (from the heap's exit hook). */
 void pool_thread_exit(void) {
   pthread_mutex_lock(&pools_lock);
+  brisk_locks_held++;
   while (tls_caches) {
     pool_cache_t *c = tls_caches;
     tls_caches = c->thread_next;
@@ -224,6 +227,7 @@ void pool_thread_exit(void) {
     }
     brisk_free(c);
   }
+  brisk_locks_held--;
   pthread_mutex_unlock(&pools_lock);
   memset(tls_slots, 0, sizeof tls_slots);
 }
@@ -249,7 +253,9 @@ static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
   slab_t *s = pool->carving;
   if (!s || pool->carved == s->capacity) {
     size_t capacity = (pool->slab_bytes - slab_header_size(0, pool->alignment)) / pool->object_size;
+    brisk_locks_held++;
     s = brisk_malloc(pool->slab_bytes);
+    brisk_locks_held--;
     if (!s) return false;
     size_t header = slab_header_size(capacity, pool->alignment);
     capacity = (pool->slab_bytes - header) / pool->object_size;
@@ -377,6 +383,11 @@ brisk_pool_t *brisk_pool_new(size_t object_size, size_t alignment, size_t max_ob
   while (slab / pool->object_size < SLAB_MIN_OBJECTS) slab *= 2;
   pool->slab_bytes = slab;
   pthread_mutex_init(&pool->lock, NULL);
+  pthread_mutex_lock(&pools_lock);
+  pool->next_pool = live_pools;
+  if (live_pools) live_pools->prev_pool = pool;
+  live_pools = pool;
+  pthread_mutex_unlock(&pools_lock);
   return pool;
 }
 
@@ -390,6 +401,8 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
     c->bump = c->bump_end = NULL;
     atomic_store_explicit(&c->dead, 1, memory_order_release);
   }
+  if (pool->prev_pool) pool->prev_pool->next_pool = pool->next_pool; else live_pools = pool->next_pool;
+  if (pool->next_pool) pool->next_pool->prev_pool = pool->prev_pool;
   pthread_mutex_unlock(&pools_lock);
   slab_t *s = pool->slabs;
   while (s) {
@@ -477,4 +490,16 @@ int brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
   out->live_objects = allocs >= frees ? (size_t)(allocs - frees) : 0;
   out->exhausted = atomic_load_explicit(&pool->exhausted, memory_order_relaxed);
   return 0;
+}
+
+/* fork: the registry of pools, then each pool's lock (carving holds a
+ * pool's lock, never the registry). */
+void pool_fork_lock(void) {
+  pthread_mutex_lock(&pools_lock);
+  for (brisk_pool_t *p = live_pools; p; p = p->next_pool) pthread_mutex_lock(&p->lock);
+}
+
+void pool_fork_unlock(void) {
+  for (brisk_pool_t *p = live_pools; p; p = p->next_pool) pthread_mutex_unlock(&p->lock);
+  pthread_mutex_unlock(&pools_lock);
 }

@@ -1,17 +1,30 @@
 /* Giving memory back to the OS after it sat unused for the purge delay.
  *
  * Each heap purges its own free pages from its slow path. Memory no thread
- * owns (the segment cache, warm huge blocks, abandoned segments) is purged by
- * a background thread, started only once such memory is waiting, so that a
- * program that frees most of its memory and goes quiet still shrinks. */
+ * owns (the segment cache, every heap's warm huge blocks, abandoned
+ * segments) is purged by a shared pass. By default brisk has no thread of
+ * its own: the program's slow paths (allocation, huge frees, segments going
+ * to the cache, thread exit) run the pass when it is due, so a program that
+ * keeps working gets its memory back and a single-threaded program stays
+ * single-threaded. BRISK_BACKGROUND_PURGE adds a helper thread that runs
+ * the passes too, for programs that go idle holding freed memory. */
 #include "internal.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
+/* Relaxed throughout: these are hints. A stale read runs a pass one check
+ * early or late; what a pass reads and changes is ordered by pass_lock. */
 static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
+static _Atomic(uint64_t) last_pass_ms;
+
+BRISK_INTERNAL __thread int brisk_locks_held __attribute__((tls_model("initial-exec")));
+
+/* Held through each shared pass, so that turning realtime mode on can wait
+ * out a pass already under way, and brisk_collect runs beside none. */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void purge_heap_cache(heap_t *h, void *now) { huge_flush_thread_cache(h, *(uint64_t *)now, false); }
 
@@ -23,28 +36,70 @@ static void purge_shared(uint64_t now) {
   segment_drain_abandoned();
 }
 
-/* Held through each background pass, so that turning realtime mode on can
- * wait out a pass already under way. */
-static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A pass is due half a delay after the last while memory waits to be
+ * purged, else a second after it (abandoned segments that remote frees
+ * emptied are drained at that pace). Measured from the last pass, so a
+ * shorter delay set at run time applies at once. */
+static bool pass_due(uint64_t now) {
+  uint64_t interval = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? brisk_opt.purge_delay_ms / 2 : 1000;
+  if (interval < 10) interval = 10;
+  return now - atomic_load_explicit(&last_pass_ms, memory_order_relaxed) >= interval;
+}
+
+/* The caller holds pass_lock. Realtime mode is read under it: once
+ * brisk_set_realtime has waited out the lock, no pass starts. */
+static void run_pass(uint64_t now) {
+  if (brisk_opt.realtime) return;
+  brisk_locks_held++; /* memory the pass frees into the caches starts no pass */
+  purge_shared(now);
+  brisk_locks_held--;
+  atomic_store_explicit(&last_pass_ms, now, memory_order_relaxed);
+}
+
+/* Runs the shared pass if it is due, unless the caller holds a lock of
+ * brisk's (a pass takes the heap registry and segment locks) or another
+ * thread runs one: never waits. */
+static void pass_if_due(uint64_t now) {
+  if (!pass_due(now) || brisk_opt.realtime ||
+      brisk_locks_held || heap_registry_held() || !atomic_load_explicit(&brisk_process_ready, memory_order_acquire))
+    return;
+  if (pthread_mutex_trylock(&pass_lock) != 0) return;
+  run_pass(now);
+  pthread_mutex_unlock(&pass_lock);
+}
+
+void purge_tick(void) { pass_if_due(os_now_ms()); }
 
 void purge_quiesce(void) {
   pthread_mutex_lock(&pass_lock);
   pthread_mutex_unlock(&pass_lock);
 }
 
+/* ---- The opt-in helper thread ------------------------------------------ */
+
 static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
-    uint64_t delay = brisk_opt.purge_delay_ms;
-    uint64_t nap = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? delay / 2 : 1000;
-    if (nap < 10) nap = 10;
-    struct timespec ts = {(time_t)(nap / 1000), (long)(nap % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    pthread_mutex_lock(&pass_lock);
-    if (!brisk_opt.realtime) purge_shared(os_now_ms());
-    pthread_mutex_unlock(&pass_lock);
+    while (brisk_opt.background_purge) {
+      /* Short naps: a pass may come due sooner (a shorter delay, memory
+       * newly waiting), and turning the option off ends the thread. */
+      uint64_t nap = brisk_opt.purge_delay_ms / 4;
+      nap = nap < 5 ? 5 : nap > 250 ? 250 : nap;
+      struct timespec ts = {0, (long)nap * 1000000L};
+      nanosleep(&ts, NULL);
+      uint64_t now = os_now_ms();
+      if (!pass_due(now)) continue;
+      pthread_mutex_lock(&pass_lock);
+      run_pass(now);
+      pthread_mutex_unlock(&pass_lock);
+    }
+    /* Sequentially consistent with brisk_option_set: if the option came
+     * back on after the loop read it off, this thread sees it here, or the
+     * setter sees state 0 and starts a new thread. */
+    atomic_store(&purger_state, 0);
+    int expected = 0;
+    if (!brisk_opt.background_purge || !atomic_compare_exchange_strong(&purger_state, &expected, 2)) return NULL;
   }
-  return NULL;
 }
 
 static void purger_start(void) {
@@ -65,13 +120,15 @@ static void purger_start(void) {
   atomic_store(&purger_state, rc == 0 ? 2 : 0);
 }
 
+/* Memory waits in a cache: a pass is due within half a delay, and with the
+ * option on, the helper thread runs. */
 void purge_note_pending(void) {
   if (!atomic_load_explicit(&purge_pending, memory_order_relaxed))
     atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
-  if (likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != 0)) return;
+  if (likely(!brisk_opt.background_purge) || atomic_load(&purger_state) != 0) return;
   /* pthread_create allocates: not while brisk holds a lock, nor before the
    * process is set up. */
-  if (brisk_opt.realtime || brisk_tls_heap == &brisk_heap_empty || heap_registry_held() ||
+  if (brisk_opt.realtime || brisk_tls_heap == &brisk_heap_empty || brisk_locks_held || heap_registry_held() ||
       !atomic_load_explicit(&brisk_process_ready, memory_order_acquire))
     return;
   purger_start();
@@ -80,15 +137,20 @@ void purge_note_pending(void) {
 /* From a heap's slow path, every so often. */
 void purge_maybe(heap_t *h) {
   if (brisk_opt.realtime) return;
-  uint64_t now = os_now_ms();
-  if (now < h->next_purge_ms) return;
-  h->next_purge_ms = now + brisk_opt.purge_delay_ms / 2;
-  heap_collect_caches(h, now, false);
+  uint64_t now = os_now_ms(), half = brisk_opt.purge_delay_ms / 2;
+  if (now >= h->next_purge_ms || h->next_purge_ms > now + half) { /* (the delay may have shrunk) */
+    h->next_purge_ms = now + half;
+    heap_collect_caches(h, now, false);
+  }
+  pass_if_due(now);
 }
 
-void purge_reset_after_fork(void) {
-  atomic_store(&purger_state, 0);
-  pthread_mutex_init(&pass_lock, NULL); /* the purger is not in the child */
+/* fork: no pass is under way in either process after it. */
+void purge_fork_lock(void) { pthread_mutex_lock(&pass_lock); }
+
+void purge_fork_unlock(bool in_child) {
+  if (in_child) atomic_store(&purger_state, 0); /* the helper thread is not in the child */
+  pthread_mutex_unlock(&pass_lock);
 }
 
 static void flush_heap_cache(heap_t *h, void *arg) {
@@ -108,11 +170,13 @@ void purge_release_all(void) {
   cache_purge(now, true);
 }
 
-/* Not beside a background pass: the pass holds abandoned segments off their
+/* Not beside a shared pass: the pass holds abandoned segments off their
  * list for a while, and those would be missed. */
 void brisk_collect(void) {
   heap_collect_own(true);
   pthread_mutex_lock(&pass_lock);
+  brisk_locks_held++;
   purge_release_all();
+  brisk_locks_held--;
   pthread_mutex_unlock(&pass_lock);
 }

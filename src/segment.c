@@ -45,7 +45,6 @@ static segment_t *all_segments;
 void segments_lock(void) { pthread_mutex_lock(&segments_mutex); }
 void segments_unlock(void) { pthread_mutex_unlock(&segments_mutex); }
 segment_t *segments_first(void) { return all_segments; }
-void segments_reset_after_fork(void) { pthread_mutex_init(&segments_mutex, NULL); }
 
 void segments_add(segment_t *seg) {
   segments_lock();
@@ -303,10 +302,6 @@ size_t segment_drain_abandoned(void) {
 
 void segment_abandoned_lock(void) { pthread_mutex_lock(&abandoned_lock); }
 void segment_abandoned_unlock(void) { pthread_mutex_unlock(&abandoned_lock); }
-void segment_abandoned_reset_after_fork(void) {
-  pthread_mutex_init(&abandoned_lock, NULL);
-  segments_reset_after_fork();
-}
 
 /* ---- The cache of free segments ----------------------------------------- *
  * A fixed array of slots. A slot's segment pointer is claimed by CAS; its
@@ -411,6 +406,7 @@ bool cache_put(segment_t *seg) {
   dirty_account(seg, true);
   if (slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {
     purge_note_pending();
+    purge_tick();
     return true;
   }
   dirty_account(seg, false);

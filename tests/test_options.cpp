@@ -34,6 +34,7 @@ const OptionInfo kOptions[] = {
     {BRISK_OPTION_RESERVE, "BRISK_RESERVE", false},
     {BRISK_OPTION_REALTIME, "BRISK_REALTIME", true},
     {BRISK_OPTION_LEAK_REPORT, "BRISK_LEAK_REPORT", true},
+    {BRISK_OPTION_BACKGROUND_PURGE, "BRISK_BACKGROUND_PURGE", true},
 };
 
 // Restores every option when a test ends, so the tests stay independent
@@ -151,6 +152,34 @@ TEST_F(Options, DefaultsWithoutEnvironment) {
   EXPECT_EQ(brisk_option_get(BRISK_OPTION_RESERVE), 0);
   EXPECT_EQ(brisk_option_get(BRISK_OPTION_REALTIME), 0);
   EXPECT_EQ(brisk_option_get(BRISK_OPTION_LEAK_REPORT), 0);
+  EXPECT_EQ(brisk_option_get(BRISK_OPTION_BACKGROUND_PURGE), 0);
+}
+
+// waits up to 10 s for the process to have `want` threads.
+static bool threads_become(int want) {
+  for (int i = 0; i < 1000 && thread_count() != want; ++i) usleep(10 * 1000);
+  return thread_count() == want;
+}
+
+TEST_F(Options, BackgroundPurgeThreadOnlyWhileTheOptionIsOn) {
+  // Off (the default): freed memory waiting in the caches starts no thread.
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 0), 0);
+  std::thread([] {}).join();  // ThreadSanitizer starts a thread of its own at the first one
+  const int threads = thread_count();
+  for (size_t n : {8 * MiB, 20 * MiB}) {
+    void *p = brisk_malloc(n);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 1, n);
+    brisk_free(p);
+  }
+  EXPECT_LE(thread_count(), threads);
+  // On: the helper thread runs while memory waits to be purged...
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 1), 0);
+  brisk_free(brisk_malloc(12 * MiB));
+  EXPECT_TRUE(threads_become(threads + 1)) << "no helper thread with the option on";
+  // ...and ends once the option is off again.
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 0), 0);
+  EXPECT_TRUE(threads_become(threads)) << "the helper thread outlived the option";
 }
 
 TEST_F(Options, SetGetRoundTrip) {

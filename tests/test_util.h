@@ -6,6 +6,7 @@
 #ifndef BRISK_TEST_UTIL_H
 #define BRISK_TEST_UTIL_H
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -63,6 +64,17 @@ inline size_t rss_bytes() {
   unsigned long size = 0, resident = 0;
   if (std::sscanf(buf, "%lu %lu", &size, &resident) != 2) return 0;
   return static_cast<size_t>(resident) * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Threads of this process now: the entries of /proc/self/task.
+inline int thread_count() {
+  DIR *d = ::opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  while (const dirent *e = ::readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(d);
+  return n;
 }
 
 inline std::string mib(size_t bytes) {

@@ -42,11 +42,11 @@ expect_value() { # NAME WANT CONTEXT
 declare -A DEFAULT=(
   [BRISK_SHOW_STATS]=0 [BRISK_VERBOSE]=0 [BRISK_PURGE_DELAY_MS]=500 [BRISK_MAX_BYTES]=0
   [BRISK_CACHE_CAP]=536870912 [BRISK_HUGEPAGES]=0 [BRISK_RESERVE]=0 [BRISK_REALTIME]=0
-  [BRISK_LEAK_REPORT]=0)
+  [BRISK_LEAK_REPORT]=0 [BRISK_BACKGROUND_PURGE]=0)
 
 # ---- Defaults: no variable, no output on stderr.
 probe
-[ "$(wc -l < "$TMP/out")" = 9 ] || fail "expected 9 options, got: $(cat "$TMP/out")"
+[ "$(wc -l < "$TMP/out")" = 10 ] || fail "expected 10 options, got: $(cat "$TMP/out")"
 for name in "${!DEFAULT[@]}"; do expect_value "$name" "${DEFAULT[$name]}" "defaults"; done
 [ ! -s "$TMP/err" ] || fail "stderr without any variable: $(cat "$TMP/err")"
 echo "ok: defaults"
