@@ -166,14 +166,17 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
     }
     return seg;
   }
-  if (seg || mapped > PTRDIFF_MAX / 8) return seg;
+  /* Realtime mode cannot cut a bigger block down (no mremap): handing one
+   * out whole would starve the next bigger request, which then maps anew
+   * even after a warm-up. A warm-up leaves a block of each size it used. */
+  if (seg || mapped > PTRDIFF_MAX / 8 || brisk_opt.realtime) return seg;
   seg = take_cached_within(h, mapped, mapped * 8);
   if (seg) {
     if (resize_in_place(seg, mapped) || !exact) return seg;
     segment_release(seg);
     return NULL;
   }
-  if (zero || brisk_opt.realtime) return NULL;
+  if (zero) return NULL;
   seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
   if (!seg) seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
   if (!seg) return NULL;
