@@ -102,14 +102,14 @@ static int check_segment_pages(segment_t *seg) {
 static int for_each_abandoned(int (*fn)(segment_t *, void *), void *arg) {
   segment_t *taken = NULL, *seg;
   int rc = 0;
-  while (!rc && (seg = segment_abandoned_pop())) {
+  while (!rc && (seg = _bk_segment_abandoned_pop())) {
     rc = fn(seg, arg);
     seg->next = taken;
     taken = seg;
   }
   while (taken) {
     seg = taken->next;
-    segment_abandoned_push(taken);
+    _bk_segment_abandoned_push(taken);
     taken = seg;
   }
   return rc;
@@ -121,15 +121,15 @@ static int check_segment_abandoned(segment_t *seg, void *arg) {
 }
 
 static bool owned_by_caller(segment_t *seg) {
-  heap_t *h = brisk_tls_heap;
-  return h != &brisk_heap_empty && atomic_load_explicit(&seg->owner_uid, memory_order_acquire) == h->uid;
+  heap_t *h = _bk_tls_heap;
+  return h != &_bk_heap_empty && atomic_load_explicit(&seg->owner_uid, memory_order_acquire) == h->uid;
 }
 
 int brisk_check_heap(void) {
   check_message[0] = '\0';
   int rc = BRISK_CHECK_OK;
-  segments_lock();
-  for (segment_t *seg = segments_first(); seg && !rc; seg = seg->all_next) {
+  _bk_segments_lock();
+  for (segment_t *seg = _bk_segments_first(); seg && !rc; seg = seg->all_next) {
     if (segment_of((uint8_t *)seg + (PEEK(seg->kind) == SEG_HUGE ? PEEK(seg->block_offset) : 0)) != seg) {
       rc = failure(BRISK_CHECK_CHUNK_MAP, "segment %p: the chunk map does not lead to it", (void *)seg);
       break;
@@ -142,7 +142,7 @@ int brisk_check_heap(void) {
     else if (kind != SEG_HUGE && state == SEG_STATE_OWNED && owned_by_caller(seg))
       rc = check_segment_pages(seg);
   }
-  segments_unlock();
+  _bk_segments_unlock();
   if (rc) return rc;
   return for_each_abandoned(check_segment_abandoned, NULL);
 }
@@ -184,7 +184,7 @@ typedef struct owner_set { uint64_t *uid; size_t n, cap; pthread_t self; } owner
 
 static void add_own_heap(heap_t *h, void *arg) {
   owner_set_t *o = arg;
-  if (h != brisk_tls_heap && !(h->is_explicit && pthread_equal(h->owner_thread, o->self))) return;
+  if (h != _bk_tls_heap && !(h->is_explicit && pthread_equal(h->owner_thread, o->self))) return;
   if (o->n < o->cap) o->uid[o->n] = h->uid;
   o->n++;
 }
@@ -199,8 +199,8 @@ static bool in_set(const owner_set_t *o, uint64_t uid) {
  * returns how many there are. */
 static size_t list_blocks(const owner_set_t *own, block_ref_t *refs, size_t cap) {
   size_t count = 0;
-  segments_lock();
-  for (segment_t *seg = segments_first(); seg; seg = seg->all_next) {
+  _bk_segments_lock();
+  for (segment_t *seg = _bk_segments_first(); seg; seg = seg->all_next) {
     unsigned state = PEEK(seg->state);
     bool mine = state == SEG_STATE_OWNED && in_set(own, atomic_load(&seg->owner_uid));
     if (state != SEG_STATE_HUGE && !mine) continue;
@@ -214,7 +214,7 @@ static size_t list_blocks(const owner_set_t *own, block_ref_t *refs, size_t cap)
     }
     count++;
   }
-  segments_unlock();
+  _bk_segments_unlock();
   return count;
 }
 
@@ -226,25 +226,25 @@ void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
     errno = EINVAL;
     return;
   }
-  heap_collect_own(false); /* blocks other threads handed back are free */
+  _bk_heap_collect_own(false); /* blocks other threads handed back are free */
   owner_set_t own = {.self = pthread_self()};
-  heap_foreach(add_own_heap, &own); /* counts: only this thread adds its heaps */
+  _bk_heap_foreach(add_own_heap, &own); /* counts: only this thread adds its heaps */
   size_t set_bytes = align_up((own.n ? own.n : 1) * sizeof *own.uid, OS_PAGE_SIZE);
-  own.uid = os_scratch_map(set_bytes);
+  own.uid = _bk_os_scratch_map(set_bytes);
   if (!own.uid) return;
   own.cap = own.n;
   own.n = 0;
-  heap_foreach(add_own_heap, &own);
+  _bk_heap_foreach(add_own_heap, &own);
 
   /* What to visit is listed under the registry lock; visit calls happen
    * after it is released, since they may allocate. */
   size_t cap = 0, ref_bytes = 0, count;
   block_ref_t *refs = NULL;
   while ((count = list_blocks(&own, refs, cap)) > cap) {
-    os_scratch_unmap(refs, ref_bytes);
+    _bk_os_scratch_unmap(refs, ref_bytes);
     ref_bytes = align_up((count + 64) * sizeof *refs, OS_PAGE_SIZE);
     cap = ref_bytes / sizeof *refs;
-    if (!(refs = os_scratch_map(ref_bytes))) break;
+    if (!(refs = _bk_os_scratch_map(ref_bytes))) break;
   }
   int stop = !refs && count;
   for (size_t i = 0; i < count && !stop; i++) {
@@ -252,8 +252,8 @@ void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
     else if (in_set(&own, atomic_load(&((segment_t *)refs[i].p)->owner_uid))) /* still ours */
       stop = visit_segment(refs[i].p, visit, arg);
   }
-  os_scratch_unmap(refs, ref_bytes);
-  os_scratch_unmap(own.uid, set_bytes);
+  _bk_os_scratch_unmap(refs, ref_bytes);
+  _bk_os_scratch_unmap(own.uid, set_bytes);
   if (!stop) {
     struct visit_args va = {visit, arg};
     for_each_abandoned(visit_abandoned, &va);
@@ -281,7 +281,7 @@ static int by_bytes_desc(const void *a, const void *b) {
 }
 
 /* Live blocks at exit, grouped by size class, the most bytes first. */
-void leak_report(int fd) {
+void _bk_leak_report(int fd) {
   static leak_table_t table; /* no allocation at exit */
   memset(&table, 0, sizeof table);
   brisk_visit_blocks(count_leak, &table);

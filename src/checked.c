@@ -5,9 +5,9 @@
 
 #if BRISK_CHECKED
 
-void handle_fatal(const void *handle, uint32_t magic, const char *fn, const char *kind) {
-  if (magic == HANDLE_DEAD) brisk_fatal("%s(%p): %s was destroyed", fn, handle, kind);
-  brisk_fatal("%s(%p): not a %s from brisk_%s_new", fn, handle, kind, kind);
+void _bk_handle_fatal(const void *handle, uint32_t magic, const char *fn, const char *kind) {
+  if (magic == HANDLE_DEAD) _bk_fatal("%s(%p): %s was destroyed", fn, handle, kind);
+  _bk_fatal("%s(%p): not a %s from brisk_%s_new", fn, handle, kind, kind);
 }
 
 #define FREED_COOKIE ((uintptr_t)0x6272697366726565ull) /* "brisfree" */
@@ -18,33 +18,33 @@ static bool list_contains(const block_t *list, const block_t *b) {
   return false;
 }
 
-void checked_free(void *p) {
+void _bk_checked_free(void *p) {
   if (!p) return;
   segment_t *seg = segment_of(p);
-  if (!seg) brisk_fatal("free(%p): pointer was not allocated by brisk (foreign or invalid pointer)", p);
+  if (!seg) _bk_fatal("free(%p): pointer was not allocated by brisk (foreign or invalid pointer)", p);
   if (seg->kind == SEG_HUGE) {
     if ((uint8_t *)p != (uint8_t *)seg + seg->block_offset)
-      brisk_fatal("free(%p): pointer is inside a block, not at its start", p);
-    if (!seg->live) brisk_fatal("free(%p): double free (the block is already free)", p);
+      _bk_fatal("free(%p): pointer is inside a block, not at its start", p);
+    if (!seg->live) _bk_fatal("free(%p): double free (the block is already free)", p);
     seg->live = 0;
-    heap_free_generic(seg, page_of(seg, p), p);
+    _bk_heap_free_generic(seg, page_of(seg, p), p);
     return;
   }
   page_t *pg = page_of(seg, p);
-  if (!pg->in_use) brisk_fatal("free(%p): double free or invalid pointer (its page holds no blocks)", p);
-  block_t *b = page_block_start(pg, p);
+  if (!pg->in_use) _bk_fatal("free(%p): double free or invalid pointer (its page holds no blocks)", p);
+  block_t *b = _bk_page_block_start(pg, p);
   if ((void *)b != p && !(PEEK(pg->flags) & PAGE_HAS_ALIGNED))
-    brisk_fatal("free(%p): pointer is inside a block, not at its start", p);
+    _bk_fatal("free(%p): pointer is inside a block, not at its start", p);
   uintptr_t *words = (uintptr_t *)b;
   if (words[1] == (FREED_COOKIE ^ (uintptr_t)b)) {
     /* Confirm on the owner's lists when this thread owns the page. */
-    bool owner = atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == brisk_tls_heap->uid;
+    bool owner = atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == _bk_tls_heap->uid;
     if (!owner || list_contains(pg->free, b) || list_contains(pg->local_free, b) ||
         list_contains(tf_list(atomic_load(&pg->thread_free)), b))
-      brisk_fatal("free(%p): double free (the block is already free)", p);
+      _bk_fatal("free(%p): double free (the block is already free)", p);
   }
   words[1] = FREED_COOKIE ^ (uintptr_t)b;
-  heap_free_generic(seg, pg, p);
+  _bk_heap_free_generic(seg, pg, p);
 }
 
 #endif

@@ -5,7 +5,7 @@
  *   free:   chunk map says "ours" -> segment (mask) -> page;
  *           owned by this thread? push page->local_free
  * No lock and no atomic read-modify-write on either; everything else is in
- * heap_malloc_generic / free_slow. */
+ * _bk_heap_malloc_generic / _bk_free_slow. */
 #ifndef BRISK_FAST_PATH_H
 #define BRISK_FAST_PATH_H
 
@@ -23,39 +23,39 @@ static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, s
       return b;
     }
   }
-  return heap_malloc_generic(h, size);
+  return _bk_heap_malloc_generic(h, size);
 }
 
 static inline __attribute__((always_inline)) void *malloc_fast(size_t size) {
-  return heap_malloc_fast(brisk_tls_heap, size);
+  return heap_malloc_fast(_bk_tls_heap, size);
 }
 
 static inline __attribute__((always_inline)) void free_fast(void *p) {
 #if BRISK_CHECKED
-  checked_free(p);
+  _bk_checked_free(p);
   return;
 #endif
   uintptr_t a = (uintptr_t)p;
   /* Tag 1 in the chunk map: a segment header starts at the masked address
    * (NULL, foreign and over-aligned pointers all go the slow way). */
   if (likely((a >> 48) == 0 &&
-             atomic_load_explicit(&brisk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed) == 1)) {
+             atomic_load_explicit(&_bk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed) == 1)) {
     segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
     page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
-    heap_t *h = brisk_tls_heap;
+    heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid && pg->flags == 0)) {
       block_t *b = p;
       b->next = pg->local_free;
       pg->local_free = b;
       uint32_t used = pg->used - 1;
       PUBLISH(pg->used, used);
-      if (unlikely(used == 0)) heap_page_emptied(h, pg);
+      if (unlikely(used == 0)) _bk_heap_page_emptied(h, pg);
       return;
     }
-    heap_free_generic(seg, pg, p);
+    _bk_heap_free_generic(seg, pg, p);
     return;
   }
-  free_slow(p);
+  _bk_free_slow(p);
 }
 
 #endif

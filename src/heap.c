@@ -7,12 +7,12 @@
 #include <string.h>
 #include <sys/mman.h>
 
-BRISK_INTERNAL page_t brisk_page_empty;
-BRISK_INTERNAL heap_t brisk_heap_empty = {
-    .direct = {[0 ... DIRECT_SLOTS - 1] = &brisk_page_empty},
+BRISK_INTERNAL page_t _bk_page_empty;
+BRISK_INTERNAL heap_t _bk_heap_empty = {
+    .direct = {[0 ... DIRECT_SLOTS - 1] = &_bk_page_empty},
     .uid = UINT64_MAX, /* matches no segment, so frees take the remote path */
 };
-__thread heap_t *brisk_tls_heap __attribute__((tls_model("initial-exec"))) = &brisk_heap_empty;
+__thread heap_t *_bk_tls_heap __attribute__((tls_model("initial-exec"))) = &_bk_heap_empty;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static heap_t *registry;      /* live heaps */
@@ -25,10 +25,10 @@ static _Atomic(int) thread_key_ready;
 
 /* Points the direct slots of a small class at the first page of its queue. */
 static void direct_update(heap_t *h, unsigned cls) {
-  size_t size = class_size(cls);
+  size_t size = _bk_class_size(cls);
   if (size > DIRECT_SIZE_MAX) return;
-  page_t *pg = h->queues[cls].first ? h->queues[cls].first : &brisk_page_empty;
-  size_t lo = cls == 1 ? 0 : class_size(cls - 1) / 16 + 1;
+  page_t *pg = h->queues[cls].first ? h->queues[cls].first : &_bk_page_empty;
+  size_t lo = cls == 1 ? 0 : _bk_class_size(cls - 1) / 16 + 1;
   for (size_t i = lo; i <= size / 16; i++) h->direct[i] = pg;
 }
 
@@ -52,7 +52,7 @@ static void queue_push_back(page_queue_t *q, page_t *pg) {
   q->last = pg;
 }
 
-void heap_queue_push(heap_t *h, page_t *pg) {
+void _bk_heap_queue_push(heap_t *h, page_t *pg) {
   queue_push_back(&h->queues[pg->size_class], pg);
   if (h->queues[pg->size_class].first == pg) direct_update(h, pg->size_class);
 }
@@ -77,15 +77,15 @@ static void page_to_full(heap_t *h, page_t *pg) {
 static void page_unfull(heap_t *h, page_t *pg) {
   queue_remove(&h->full, pg);
   PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL));
-  page_set_delayed(pg, DELAYED_NONE, false);
-  heap_queue_push(h, pg);
+  _bk_page_set_delayed(pg, DELAYED_NONE, false);
+  _bk_heap_queue_push(h, pg);
 }
 
-void heap_page_emptied(heap_t *h, page_t *pg) {
+void _bk_heap_page_emptied(heap_t *h, page_t *pg) {
   page_queue_t *q = &h->queues[pg->size_class];
   if (q->first == pg) return; /* the page being allocated from stays */
   queue_remove(q, pg);
-  segment_page_retire(h, pg);
+  _bk_segment_page_retire(h, pg);
 }
 
 /* A block of h's own page, freed by h's thread (or handed over by another
@@ -95,7 +95,7 @@ static void free_local(heap_t *h, page_t *pg, block_t *b) {
   pg->local_free = b;
   PUBLISH(pg->used, pg->used - 1);
   if (pg->flags & PAGE_IN_FULL) page_unfull(h, pg);
-  if (pg->used == 0) heap_page_emptied(h, pg);
+  if (pg->used == 0) _bk_heap_page_emptied(h, pg);
 }
 
 static void delayed_free_process(heap_t *h) {
@@ -112,13 +112,13 @@ static void delayed_free_process(heap_t *h) {
 /* ---- Adoption of abandoned segments ------------------------------------- */
 
 static bool adopt_one(heap_t *h) {
-  segment_t *seg = segment_abandoned_pop();
+  segment_t *seg = _bk_segment_abandoned_pop();
   if (!seg) return false;
   atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
   PUBLISH(seg->state, SEG_STATE_OWNED);
-  uint32_t live = segment_collect_pages(seg, h);
+  uint32_t live = _bk_segment_collect_pages(seg, h);
   if (live == 0 && h->segments[seg->kind]) {
-    segment_release(seg);
+    _bk_segment_release(seg);
     return true;
   }
   /* In front: its free pages are the next to use. */
@@ -138,13 +138,13 @@ static page_t *find_page(heap_t *h, unsigned cls) {
     page_t *pg = h->queues[cls].first;
     while (pg) {
       page_t *next = pg->next;
-      page_collect(pg);
-      if (!pg->free && pg->capacity < pg->reserved) page_extend(pg);
+      _bk_page_collect(pg);
+      if (!pg->free && pg->capacity < pg->reserved) _bk_page_extend(pg);
       if (pg->free) {
         queue_to_front(h, pg);
         return pg;
       }
-      if (page_set_delayed(pg, DELAYED_USE, true)) {
+      if (_bk_page_set_delayed(pg, DELAYED_USE, true)) {
         page_to_full(h, pg);
         pg = next;
       }
@@ -153,23 +153,23 @@ static page_t *find_page(heap_t *h, unsigned cls) {
     /* Explicit heaps never adopt: destroying one would free others' blocks. */
     if (attempt > 0 || h->is_explicit || !adopt_one(h)) break;
   }
-  page_t *pg = segment_page_alloc(h, class_segment_kind(cls));
+  page_t *pg = _bk_segment_page_alloc(h, _bk_class_segment_kind(cls));
   if (!pg) return NULL;
-  page_init(pg, segment_of(pg), cls, h);
+  _bk_page_init(pg, segment_of(pg), cls, h);
   queue_push_front(&h->queues[cls], pg);
   direct_update(h, cls);
   return pg;
 }
 
-void *heap_malloc_generic(heap_t *h, size_t size) {
-  if (unlikely(h == &brisk_heap_empty)) {
-    h = heap_get_initialized();
+void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
+  if (unlikely(h == &_bk_heap_empty)) {
+    h = _bk_heap_get_initialized();
     if (!h) return NULL;
   }
   /* Counted on every entry: a program that allocates and frees one size
    * comes here once per page's worth of blocks, and must purge too. */
-  if (unlikely((++h->slow_calls & 63) == 0)) purge_maybe(h);
-  if (size > LARGE_SIZE_MAX) return huge_alloc(h, size, 0, false);
+  if (unlikely((++h->slow_calls & 63) == 0)) _bk_purge_maybe(h);
+  if (size > LARGE_SIZE_MAX) return _bk_huge_alloc(h, size, 0, false);
   unsigned cls = size_to_class(size);
   page_t *pg = h->queues[cls].first;
   if (likely(pg != NULL)) {
@@ -192,17 +192,17 @@ pop:;
   return b;
 }
 
-void heap_free_generic(segment_t *seg, page_t *pg, void *p) {
+void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p) {
   if (seg->kind == SEG_HUGE) {
-    huge_free(seg);
+    _bk_huge_free(seg);
     return;
   }
   /* Only a page that handed out over-aligned blocks sees interior pointers
    * (the division is worth skipping on the remote-free path). */
-  block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? page_block_start(pg, p) : (block_t *)p;
-  heap_t *h = brisk_tls_heap;
+  block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
+  heap_t *h = _bk_tls_heap;
   if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid) free_local(h, pg, b);
-  else page_free_remote(seg, pg, b);
+  else _bk_page_free_remote(seg, pg, b);
 }
 
 /* ---- Heap lifetime ------------------------------------------------------ */
@@ -227,7 +227,7 @@ static heap_t *heap_struct_alloc(void) {
 }
 
 static void heap_reset_fields(heap_t *h) {
-  for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &brisk_page_empty;
+  for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &_bk_page_empty;
   memset(h->queues, 0, sizeof h->queues);
   memset(&h->full, 0, sizeof h->full);
   memset(h->segments, 0, sizeof h->segments);
@@ -239,8 +239,8 @@ static void heap_reset_fields(heap_t *h) {
 }
 
 /* A new heap in the registry (so purge passes and stats see it). */
-heap_t *heap_create(bool is_explicit) {
-  process_init();
+heap_t *_bk_heap_create(bool is_explicit) {
+  _bk_process_init();
   pthread_mutex_lock(&registry_lock);
   heap_t *h = heap_struct_alloc();
   if (h) {
@@ -262,14 +262,14 @@ heap_t *heap_create(bool is_explicit) {
 /* Counters of heaps gone: requested, cache hits, cache misses, exits. */
 static uint64_t retired_stats[4];
 
-void heap_stats_retired(uint64_t out[4]) {
+void _bk_heap_stats_retired(uint64_t out[4]) {
   pthread_mutex_lock(&registry_lock);
   memcpy(out, retired_stats, sizeof retired_stats);
   pthread_mutex_unlock(&registry_lock);
 }
 
 /* Out of the registry; the struct is kept for the next heap. */
-void heap_retire_struct(heap_t *h) {
+void _bk_heap_retire_struct(heap_t *h) {
   pthread_mutex_lock(&registry_lock);
   retired_stats[0] += h->stat_requested;
   retired_stats[1] += h->stat_cache_hits;
@@ -285,41 +285,41 @@ void heap_retire_struct(heap_t *h) {
 
 /* Drops every block of an explicit heap at once: its segments and huge
  * blocks go back to the caches whatever they hold. */
-void heap_release_all(heap_t *h) {
+void _bk_heap_release_all(heap_t *h) {
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++) {
     segment_t *seg = h->segments[kind];
     while (seg) {
       segment_t *next = seg->next;
       seg->next = seg->prev = NULL;
-      segment_release(seg);
+      _bk_segment_release(seg);
       seg = next;
     }
   }
-  huge_release_heap_blocks(h);
-  huge_flush_thread_cache(h, 0, true);
+  _bk_huge_release_heap_blocks(h);
+  _bk_huge_flush_thread_cache(h, 0, true);
   heap_reset_fields(h);
 }
 
-bool heap_may_map(heap_t *h, size_t bytes) {
+bool _bk_heap_may_map(heap_t *h, size_t bytes) {
   if (!h->max_bytes) return true;
   if (atomic_load_explicit(&h->mapped_bytes, memory_order_relaxed) + bytes <= h->max_bytes) return true;
   errno = ENOMEM;
   return false;
 }
 
-heap_t *heap_get_initialized(void) {
-  heap_t *h = brisk_tls_heap;
-  if (h != &brisk_heap_empty) return h;
-  h = heap_create(false);
+heap_t *_bk_heap_get_initialized(void) {
+  heap_t *h = _bk_tls_heap;
+  if (h != &_bk_heap_empty) return h;
+  h = _bk_heap_create(false);
   if (!h) return NULL;
-  brisk_tls_heap = h;
+  _bk_tls_heap = h;
   if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) pthread_setspecific(thread_key, h);
   return h;
 }
 
 /* Called once per process (before or from the first allocation). */
-void heap_process_init(void) {
-  if (pthread_key_create(&thread_key, heap_thread_done) == 0)
+void _bk_heap_process_init(void) {
+  if (pthread_key_create(&thread_key, _bk_heap_thread_done) == 0)
     atomic_store_explicit(&thread_key_ready, 1, memory_order_release);
 }
 
@@ -327,16 +327,16 @@ static void set_pages_never_delayed(heap_t *h) {
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
     for (segment_t *seg = h->segments[kind]; seg; seg = seg->next)
       for (uint32_t i = 0; i < seg->page_count; i++)
-        if (seg->pages[i].in_use) page_set_delayed(&seg->pages[i], DELAYED_NEVER, false);
+        if (seg->pages[i].in_use) _bk_page_set_delayed(&seg->pages[i], DELAYED_NEVER, false);
 }
 
 /* Thread exit: pages still holding blocks go with their segments to the
  * abandoned list; everything empty goes back to the caches. */
-void heap_thread_done(void *value) {
-  heap_t *h = value ? (heap_t *)value : brisk_tls_heap;
-  if (h == &brisk_heap_empty) return;
-  brisk_tls_heap = h; /* frees below must see the heap as local */
-  pool_thread_exit();
+void _bk_heap_thread_done(void *value) {
+  heap_t *h = value ? (heap_t *)value : _bk_tls_heap;
+  if (h == &_bk_heap_empty) return;
+  _bk_tls_heap = h; /* frees below must see the heap as local */
+  _bk_pool_thread_exit();
   delayed_free_process(h);
   /* Waits out remote threads mid-way through a delayed free; after this no
    * remote thread reads this heap again. */
@@ -347,31 +347,31 @@ void heap_thread_done(void *value) {
     while (seg) {
       segment_t *next = seg->next;
       seg->next = seg->prev = NULL;
-      if (segment_collect_pages(seg, NULL) == 0) segment_release(seg);
-      else segment_abandon(seg);
+      if (_bk_segment_collect_pages(seg, NULL) == 0) _bk_segment_release(seg);
+      else _bk_segment_abandon(seg);
       seg = next;
     }
     h->segments[kind] = NULL;
   }
-  huge_flush_thread_cache(h, 0, true);
-  brisk_tls_heap = &brisk_heap_empty;
-  heap_retire_struct(h);
-  purge_tick();
+  _bk_huge_flush_thread_cache(h, 0, true);
+  _bk_tls_heap = &_bk_heap_empty;
+  _bk_heap_retire_struct(h);
+  _bk_purge_tick();
 }
 
 /* Gives back what this heap holds idle: pages that waited the purge delay
  * (all with force) and, with force, its warm huge blocks. */
-void heap_collect_caches(heap_t *h, uint64_t now, bool force) {
+void _bk_heap_collect_caches(heap_t *h, uint64_t now, bool force) {
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
-    for (segment_t *seg = h->segments[kind]; seg; seg = seg->next) segment_purge_pages(seg, now, force);
-  huge_flush_thread_cache(h, now, force);
+    for (segment_t *seg = h->segments[kind]; seg; seg = seg->next) _bk_segment_purge_pages(seg, now, force);
+  _bk_huge_flush_thread_cache(h, now, force);
 }
 
 static __thread int registry_held __attribute__((tls_model("initial-exec")));
 
-bool heap_registry_held(void) { return registry_held != 0; }
+bool _bk_heap_registry_held(void) { return registry_held != 0; }
 
-void heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
+void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
   pthread_mutex_lock(&registry_lock);
   registry_held++;
   for (heap_t *h = registry; h; h = h->next_heap) fn(h, arg);
@@ -381,22 +381,22 @@ void heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
 
 /* fork: the registry, then each explicit heap's huge-block lock (the
  * registry keeps the list of heaps still while they are taken). */
-void heap_fork_lock(void) {
+void _bk_heap_fork_lock(void) {
   pthread_mutex_lock(&registry_lock);
   for (heap_t *h = registry; h; h = h->next_heap)
     if (h->is_explicit) pthread_mutex_lock(&h->huge_lock);
 }
 
-void heap_fork_unlock(void) {
+void _bk_heap_fork_unlock(void) {
   for (heap_t *h = registry; h; h = h->next_heap)
     if (h->is_explicit) pthread_mutex_unlock(&h->huge_lock);
   pthread_mutex_unlock(&registry_lock);
 }
 
 /* The thread's own pending work, for brisk_collect. */
-void heap_collect_own(bool force) {
-  heap_t *h = brisk_tls_heap;
-  if (h == &brisk_heap_empty) return;
+void _bk_heap_collect_own(bool force) {
+  heap_t *h = _bk_tls_heap;
+  if (h == &_bk_heap_empty) return;
   delayed_free_process(h);
-  heap_collect_caches(h, os_now_ms(), force);
+  _bk_heap_collect_caches(h, _bk_os_now_ms(), force);
 }

@@ -12,7 +12,7 @@ static inline heap_t *heap_checked(const brisk_heap_t *bh, const char *fn, bool 
   heap_t *h = (heap_t *)bh;
 #if BRISK_CHECKED
   if (allocates && !pthread_equal(h->owner_thread, pthread_self()))
-    brisk_fatal("%s: heap %p used from a thread that does not own it (a heap allocates only on the "
+    _bk_fatal("%s: heap %p used from a thread that does not own it (a heap allocates only on the "
                 "thread that created it)", fn, (void *)bh);
 #else
   (void)allocates;
@@ -22,18 +22,18 @@ static inline heap_t *heap_checked(const brisk_heap_t *bh, const char *fn, bool 
 
 static inline heap_t *heap_for_alloc(brisk_heap_t *bh, const char *fn) { return heap_checked(bh, fn, true); }
 
-brisk_heap_t *brisk_heap_new(void) { return (brisk_heap_t *)heap_create(true); }
+brisk_heap_t *brisk_heap_new(void) { return (brisk_heap_t *)_bk_heap_create(true); }
 
 void brisk_heap_destroy(brisk_heap_t *bh) {
   if (!bh) return;
   heap_t *h = heap_checked(bh, "brisk_heap_destroy", false);
-  heap_release_all(h);
-  heap_retire_struct(h);
+  _bk_heap_release_all(h);
+  _bk_heap_retire_struct(h);
 }
 
 void brisk_heap_reset(brisk_heap_t *bh) {
   heap_t *h = heap_checked(bh, "brisk_heap_reset", false);
-  if (h) heap_release_all(h);
+  if (h) _bk_heap_release_all(h);
 }
 
 void brisk_heap_set_max_bytes(brisk_heap_t *bh, size_t max_bytes) {
@@ -53,12 +53,12 @@ void *brisk_heap_malloc(brisk_heap_t *bh, size_t size) {
 
 void *brisk_heap_calloc(brisk_heap_t *bh, size_t count, size_t size) {
   heap_t *h = heap_for_alloc(bh, "brisk_heap_calloc");
-  return h ? calloc_in(h, count, size) : NULL;
+  return h ? _bk_calloc_in(h, count, size) : NULL;
 }
 
 void *brisk_heap_realloc(brisk_heap_t *bh, void *p, size_t size) {
   heap_t *h = heap_for_alloc(bh, "brisk_heap_realloc");
-  return h ? realloc_in(h, p, size) : NULL;
+  return h ? _bk_realloc_in(h, p, size) : NULL;
 }
 
 void *brisk_heap_aligned_alloc(brisk_heap_t *bh, size_t align, size_t size) {
@@ -68,5 +68,5 @@ void *brisk_heap_aligned_alloc(brisk_heap_t *bh, size_t align, size_t size) {
     errno = EINVAL;
     return NULL;
   }
-  return aligned_in(h, align, size);
+  return _bk_aligned_in(h, align, size);
 }

@@ -36,12 +36,12 @@ static void huge_setup(segment_t *seg, size_t offset) {
  * after mremap has it. The chunks that stay are never touched. */
 static bool resize_in_place(segment_t *seg, size_t size) {
   size_t old = seg->mapped_size;
-  if (size < old) os_map_range(seg, size, old, false);
-  if (!os_resize(seg, old, size)) {
-    if (size < old) os_map_range(seg, size, old, true);
+  if (size < old) _bk_os_map_range(seg, size, old, false);
+  if (!_bk_os_resize(seg, old, size)) {
+    if (size < old) _bk_os_map_range(seg, size, old, true);
     return false;
   }
-  if (size > old) os_map_range(seg, old, size, true);
+  if (size > old) _bk_os_map_range(seg, old, size, true);
   PUBLISH(seg->mapped_size, size);
   return true;
 }
@@ -72,13 +72,13 @@ static void heap_unlink(segment_t *seg) {
   atomic_fetch_sub_explicit(&h->mapped_bytes, seg->mapped_size, memory_order_relaxed);
 }
 
-void huge_release_heap_blocks(heap_t *h) {
+void _bk_huge_release_heap_blocks(heap_t *h) {
   for (;;) {
     pthread_mutex_lock(&h->huge_lock);
     segment_t *seg = h->huge_list;
     pthread_mutex_unlock(&h->huge_lock);
     if (!seg) return;
-    huge_free(seg);
+    _bk_huge_free(seg);
   }
 }
 
@@ -94,10 +94,10 @@ static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
   segment_t *seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
   if (seg) {
     if (seg->mapped_size >= min && seg->mapped_size <= max) return seg;
-    if (!slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms())) segment_release(seg);
+    if (!_bk_slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, _bk_os_now_ms())) _bk_segment_release(seg);
   }
-  seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, min, max, SEG_HUGE, false);
-  return seg ? seg : cache_take(min, max, SEG_HUGE);
+  seg = _bk_slots_take(h->huge_cache, THREAD_CACHE_SLOTS, min, max, SEG_HUGE, false);
+  return seg ? seg : _bk_cache_take(min, max, SEG_HUGE);
 }
 
 /* A purge pass (on any thread) over a heap's hot block: taken (and purged,
@@ -110,8 +110,8 @@ static bool hot_purge(heap_t *h, uint64_t now, bool force) {
                                                memory_order_relaxed))
     return false;
   /* Dated one delay back: the slots' pass purges it at once. */
-  if (force || !slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, now - brisk_opt.purge_delay_ms))
-    segment_release(seg);
+  if (force || !_bk_slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, now - _bk_opt.purge_delay_ms))
+    _bk_segment_release(seg);
   return !force;
 }
 
@@ -123,20 +123,20 @@ static segment_t *huge_grow(segment_t *seg, size_t bigger) {
   if (resize_in_place(seg, bigger)) return seg;
   uint8_t *base;
   size_t got;
-  segment_t *target = os_map_aligned(bigger, SEGMENT_SIZE, 0, &base, &got);
+  segment_t *target = _bk_os_map_aligned(bigger, SEGMENT_SIZE, 0, &base, &got);
   if (!target) return NULL;
   size_t old_size = seg->mapped_size;
-  segments_remove(seg);
-  segment_mark(seg, false);
-  if (!os_move(seg, old_size, target, bigger)) {
-    segment_mark(seg, true);
-    segments_add(seg);
-    os_unmap(target, got);
+  _bk_segments_remove(seg);
+  _bk_segment_mark(seg, false);
+  if (!_bk_os_move(seg, old_size, target, bigger)) {
+    _bk_segment_mark(seg, true);
+    _bk_segments_add(seg);
+    _bk_os_unmap(target, got);
     return NULL;
   }
   PUBLISH(target->mapped_size, got);
-  segment_mark(target, true);
-  segments_add(target);
+  _bk_segment_mark(target, true);
+  _bk_segments_add(target);
   return target;
 }
 
@@ -161,7 +161,7 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
   segment_t *seg = take_cached_within(h, mapped, exact ? mapped : mapped + mapped / 4);
   if (align > SEGMENT_SIZE) {
     if (seg && block_offset_for(seg, align) + size > seg->mapped_size) {
-      segment_release(seg);
+      _bk_segment_release(seg);
       seg = NULL;
     }
     return seg;
@@ -169,19 +169,19 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
   /* Realtime mode cannot cut a bigger block down (no mremap): handing one
    * out whole would starve the next bigger request, which then maps anew
    * even after a warm-up. A warm-up leaves a block of each size it used. */
-  if (seg || mapped > PTRDIFF_MAX / 8 || brisk_opt.realtime) return seg;
+  if (seg || mapped > PTRDIFF_MAX / 8 || _bk_opt.realtime) return seg;
   seg = take_cached_within(h, mapped, mapped * 8);
   if (seg) {
     if (resize_in_place(seg, mapped) || !exact) return seg;
-    segment_release(seg);
+    _bk_segment_release(seg);
     return NULL;
   }
   if (zero) return NULL;
   seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
-  if (!seg) seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
+  if (!seg) seg = _bk_slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
   if (!seg) return NULL;
   segment_t *grown = huge_grow(seg, mapped);
-  if (!grown) segment_release(seg);
+  if (!grown) _bk_segment_release(seg);
   return grown;
 }
 
@@ -190,18 +190,18 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
  * placed so that one segment in lands on the alignment: the header's chunk
  * costs address space, not memory, and the block is cached like any other.
  * Size 0 gets a real byte, so the pointer is inside the mapping. */
-void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
+void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (size == 0) size = 1;
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE || align > PTRDIFF_MAX / 4) { errno = ENOMEM; return NULL; }
   if (align < 64) align = 64;
   size_t skew = align > SEGMENT_SIZE ? SEGMENT_SIZE : 0;
   size_t mapped = huge_round((skew ? skew : block_offset_for(NULL, align)) + size);
-  if (!heap_may_map(h, mapped)) return NULL;
+  if (!_bk_heap_may_map(h, mapped)) return NULL;
   segment_t *seg = take_cached(h, mapped, zero, align, size);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   stat_add(&h->stat_requested, size);
   bool fresh = !seg;
-  if (!seg && !(seg = segment_map(mapped, skew ? align : SEGMENT_SIZE, skew))) return NULL;
+  if (!seg && !(seg = _bk_segment_map(mapped, skew ? align : SEGMENT_SIZE, skew))) return NULL;
   size_t offset = block_offset_for(seg, align);
   huge_setup(seg, offset);
   heap_link(h, seg);
@@ -216,25 +216,25 @@ void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   return p;
 }
 
-void huge_free(segment_t *seg) {
+void _bk_huge_free(segment_t *seg) {
   heap_unlink(seg);
   /* The thread's own cache is bounded by its slots and a per-block cap, and
    * is not counted against the shared cache's cap: no shared counter here. */
-  heap_t *h = brisk_tls_heap;
-  if (h != &brisk_heap_empty && seg->mapped_size <= brisk_opt.cache_cap / THREAD_CACHE_SLOTS &&
-      (hot_put(h, seg) || slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, os_now_ms()))) {
-    purge_note_pending();
-    purge_tick();
+  heap_t *h = _bk_tls_heap;
+  if (h != &_bk_heap_empty && seg->mapped_size <= _bk_opt.cache_cap / THREAD_CACHE_SLOTS &&
+      (hot_put(h, seg) || _bk_slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, _bk_os_now_ms()))) {
+    _bk_purge_note_pending();
+    _bk_purge_tick();
     return;
   }
-  segment_release(seg);
+  _bk_segment_release(seg);
 }
 
 /* Returns the (maybe moved) block, or NULL when the caller must copy. */
-void *huge_realloc(segment_t *seg, void *p, size_t size) {
+void *_bk_huge_realloc(segment_t *seg, void *p, size_t size) {
   /* Explicit heaps' blocks are resized by copying within the heap; realtime
    * mode copies too, through the caches, rather than call mremap. */
-  if (seg->heap || brisk_opt.realtime) return NULL;
+  if (seg->heap || _bk_opt.realtime) return NULL;
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
   size_t need = offset + size;
@@ -248,12 +248,12 @@ void *huge_realloc(segment_t *seg, void *p, size_t size) {
 
 /* Purges the thread's warm huge blocks that sat for the purge delay; with
  * force, hands all of them to the shared cache (or the OS). */
-void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force) {
+void _bk_huge_flush_thread_cache(heap_t *h, uint64_t now, bool force) {
   bool pending = hot_purge(h, now, force);
   if (!force) {
-    if (slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, false) || pending) purge_note_pending();
+    if (_bk_slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, false) || pending) _bk_purge_note_pending();
     return;
   }
   segment_t *seg;
-  while ((seg = slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false))) segment_release(seg);
+  while ((seg = _bk_slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false))) _bk_segment_release(seg);
 }

@@ -177,10 +177,10 @@ typedef struct brisk_options {
   _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report, background_purge;
 } brisk_options_t;
 
-extern BRISK_INTERNAL brisk_options_t brisk_opt;
-extern BRISK_INTERNAL heap_t brisk_heap_empty;
-extern BRISK_INTERNAL page_t brisk_page_empty;
-extern __thread heap_t *brisk_tls_heap __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+extern BRISK_INTERNAL brisk_options_t _bk_opt;
+extern BRISK_INTERNAL heap_t _bk_heap_empty;
+extern BRISK_INTERNAL page_t _bk_page_empty;
+extern __thread heap_t *_bk_tls_heap __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
 
 /* ---- Size classes (size_class.c) ---------------------------------------- */
 
@@ -191,26 +191,26 @@ static inline unsigned size_to_class(size_t size) {
   unsigned k = (unsigned)((n >> (b - 2)) & 3);
   return 8 + (b - 7) * 4 + k + 1;
 }
-BRISK_INTERNAL size_t class_size(unsigned cls);
-BRISK_INTERNAL unsigned class_segment_kind(unsigned cls);
+BRISK_INTERNAL size_t _bk_class_size(unsigned cls);
+BRISK_INTERNAL unsigned _bk_class_segment_kind(unsigned cls);
 
 /* ---- Address map and OS (os.c) ------------------------------------------ */
 
 /* One byte per 4 MiB chunk of the 48-bit address space: 0 = not brisk's,
  * 1 = a segment header starts here, k > 1 = this chunk belongs to the
  * segment whose header is k - 1 chunks lower (huge blocks span many). */
-extern BRISK_INTERNAL _Atomic(uint8_t) brisk_chunk_map[];
+extern BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[];
 
 static inline segment_t *segment_of(const void *p) {
   uintptr_t a = (uintptr_t)p;
   if (unlikely(a >> 48)) return NULL;
   size_t idx = a >> SEGMENT_SHIFT;
-  uint8_t tag = atomic_load_explicit(&brisk_chunk_map[idx], memory_order_relaxed);
+  uint8_t tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
   if (likely(tag == 1)) return (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
   if (tag == 0) return NULL;
   while (tag > 1) {
     idx -= (size_t)tag - 1;
-    tag = atomic_load_explicit(&brisk_chunk_map[idx], memory_order_relaxed);
+    tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
   }
   return tag == 1 ? (segment_t *)(idx << SEGMENT_SHIFT) : NULL;
 }
@@ -220,31 +220,31 @@ static inline page_t *page_of(segment_t *seg, const void *p) {
   return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
 }
 
-BRISK_INTERNAL void *os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped);
-BRISK_INTERNAL void os_unmap(void *base, size_t size);
-BRISK_INTERNAL void *os_scratch_map(size_t size);
-BRISK_INTERNAL void os_scratch_unmap(void *p, size_t size);
-BRISK_INTERNAL bool os_purge(void *p, size_t size);
-BRISK_INTERNAL bool os_resize(void *base, size_t old_size, size_t new_size);
-BRISK_INTERNAL bool os_move(void *base, size_t old_size, void *target, size_t new_size);
-BRISK_INTERNAL void os_map_range(const void *header, size_t from, size_t to, bool on);
-BRISK_INTERNAL uint64_t os_now_ms(void);
+BRISK_INTERNAL void *_bk_os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped);
+BRISK_INTERNAL void _bk_os_unmap(void *base, size_t size);
+BRISK_INTERNAL void *_bk_os_scratch_map(size_t size);
+BRISK_INTERNAL void _bk_os_scratch_unmap(void *p, size_t size);
+BRISK_INTERNAL bool _bk_os_purge(void *p, size_t size);
+BRISK_INTERNAL bool _bk_os_resize(void *base, size_t old_size, size_t new_size);
+BRISK_INTERNAL bool _bk_os_move(void *base, size_t old_size, void *target, size_t new_size);
+BRISK_INTERNAL void _bk_os_map_range(const void *header, size_t from, size_t to, bool on);
+BRISK_INTERNAL uint64_t _bk_os_now_ms(void);
 enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE, OS_MREMAP };
-BRISK_INTERNAL uint64_t os_call_count(int which);
-BRISK_INTERNAL size_t os_peak_mapped(void);
-BRISK_INTERNAL void brisk_warning(const char *fmt, ...);
-BRISK_INTERNAL _Noreturn void brisk_fatal(const char *fmt, ...);
+BRISK_INTERNAL uint64_t _bk_os_call_count(int which);
+BRISK_INTERNAL size_t _bk_os_peak_mapped(void);
+BRISK_INTERNAL void _bk_warning(const char *fmt, ...);
+BRISK_INTERNAL _Noreturn void _bk_fatal(const char *fmt, ...);
 
 /* ---- Pages (page.c) ----------------------------------------------------- */
 
-BRISK_INTERNAL void page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h);
-BRISK_INTERNAL void page_extend(page_t *pg);
-BRISK_INTERNAL void page_collect(page_t *pg);
-BRISK_INTERNAL bool page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty);
-BRISK_INTERNAL void page_free_remote(segment_t *seg, page_t *pg, block_t *b);
-BRISK_INTERNAL void page_fork_gate_close(void);
-BRISK_INTERNAL void page_fork_gate_open(bool in_child);
-BRISK_INTERNAL block_t *page_block_start(const page_t *pg, const void *p);
+BRISK_INTERNAL void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h);
+BRISK_INTERNAL void _bk_page_extend(page_t *pg);
+BRISK_INTERNAL void _bk_page_collect(page_t *pg);
+BRISK_INTERNAL bool _bk_page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty);
+BRISK_INTERNAL void _bk_page_free_remote(segment_t *seg, page_t *pg, block_t *b);
+BRISK_INTERNAL void _bk_page_fork_gate_close(void);
+BRISK_INTERNAL void _bk_page_fork_gate_open(bool in_child);
+BRISK_INTERNAL block_t *_bk_page_block_start(const page_t *pg, const void *p);
 
 static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
   size_t psize = (size_t)1 << seg->page_shift;
@@ -257,95 +257,95 @@ static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
 
 /* ---- Segments (segment.c) ----------------------------------------------- */
 
-BRISK_INTERNAL page_t *segment_page_alloc(heap_t *h, unsigned kind);
-BRISK_INTERNAL void segment_page_retire(heap_t *h, page_t *pg);
-BRISK_INTERNAL void segment_release(segment_t *seg);
-BRISK_INTERNAL segment_t *segment_map(size_t size, size_t align, size_t skew);
-BRISK_INTERNAL void segment_unmap(segment_t *seg);
-BRISK_INTERNAL void segment_mark(segment_t *seg, bool on);
+BRISK_INTERNAL page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind);
+BRISK_INTERNAL void _bk_segment_page_retire(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_segment_release(segment_t *seg);
+BRISK_INTERNAL segment_t *_bk_segment_map(size_t size, size_t align, size_t skew);
+BRISK_INTERNAL void _bk_segment_unmap(segment_t *seg);
+BRISK_INTERNAL void _bk_segment_mark(segment_t *seg, bool on);
 /* Every mapped segment, for stats, checks and visits (segment.c). */
-BRISK_INTERNAL void segments_add(segment_t *seg);
-BRISK_INTERNAL void segments_remove(segment_t *seg);
-BRISK_INTERNAL void segments_lock(void);
-BRISK_INTERNAL void segments_unlock(void);
-BRISK_INTERNAL segment_t *segments_first(void);
-BRISK_INTERNAL void segment_abandon(segment_t *seg);
-BRISK_INTERNAL segment_t *segment_abandoned_pop(void);
-BRISK_INTERNAL void segment_abandoned_push(segment_t *seg);
-BRISK_INTERNAL void segment_purge_pages(segment_t *seg, uint64_t now, bool force);
-BRISK_INTERNAL size_t segment_drain_abandoned(void);
-BRISK_INTERNAL uint32_t segment_collect_pages(segment_t *seg, heap_t *adopter);
-BRISK_INTERNAL void segment_abandoned_lock(void);
-BRISK_INTERNAL void segment_abandoned_unlock(void);
+BRISK_INTERNAL void _bk_segments_add(segment_t *seg);
+BRISK_INTERNAL void _bk_segments_remove(segment_t *seg);
+BRISK_INTERNAL void _bk_segments_lock(void);
+BRISK_INTERNAL void _bk_segments_unlock(void);
+BRISK_INTERNAL segment_t *_bk_segments_first(void);
+BRISK_INTERNAL void _bk_segment_abandon(segment_t *seg);
+BRISK_INTERNAL segment_t *_bk_segment_abandoned_pop(void);
+BRISK_INTERNAL void _bk_segment_abandoned_push(segment_t *seg);
+BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force);
+BRISK_INTERNAL size_t _bk_segment_drain_abandoned(void);
+BRISK_INTERNAL uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter);
+BRISK_INTERNAL void _bk_segment_abandoned_lock(void);
+BRISK_INTERNAL void _bk_segment_abandoned_unlock(void);
 
 /* A lock-free cache of whole free segments (empty paged segments and huge
  * blocks), shared by all threads. BRISK_RESERVE lives in it, so a reserve
  * can be no larger than its slots hold. */
 #define CACHE_SLOTS 256
 #define RESERVE_MAX ((size_t)CACHE_SLOTS * SEGMENT_SIZE)
-BRISK_INTERNAL bool slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
-BRISK_INTERNAL segment_t *slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
+BRISK_INTERNAL bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
+BRISK_INTERNAL segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
                                      unsigned kind, bool counted);
-BRISK_INTERNAL bool slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted);
-BRISK_INTERNAL bool cache_reserve(size_t bytes);
-BRISK_INTERNAL void cache_unreserve(size_t bytes);
-BRISK_INTERNAL bool cache_put(segment_t *seg);
-BRISK_INTERNAL segment_t *cache_take(size_t min_size, size_t max_size, unsigned kind);
-BRISK_INTERNAL void cache_purge(uint64_t now, bool force);
-BRISK_INTERNAL size_t cache_bytes(void);
-BRISK_INTERNAL size_t cache_limit(void);
+BRISK_INTERNAL bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted);
+BRISK_INTERNAL bool _bk_cache_reserve(size_t bytes);
+BRISK_INTERNAL void _bk_cache_unreserve(size_t bytes);
+BRISK_INTERNAL bool _bk_cache_put(segment_t *seg);
+BRISK_INTERNAL segment_t *_bk_cache_take(size_t min_size, size_t max_size, unsigned kind);
+BRISK_INTERNAL void _bk_cache_purge(uint64_t now, bool force);
+BRISK_INTERNAL size_t _bk_cache_bytes(void);
+BRISK_INTERNAL size_t _bk_cache_limit(void);
 
 /* ---- Heaps (heap.c) ----------------------------------------------------- */
 
-BRISK_INTERNAL heap_t *heap_get_initialized(void);
-BRISK_INTERNAL heap_t *heap_create(bool is_explicit);
-BRISK_INTERNAL void heap_retire_struct(heap_t *h);
-BRISK_INTERNAL void heap_release_all(heap_t *h);
-BRISK_INTERNAL bool heap_may_map(heap_t *h, size_t bytes);
-BRISK_INTERNAL void *heap_malloc_generic(heap_t *h, size_t size);
-BRISK_INTERNAL void heap_free_generic(segment_t *seg, page_t *pg, void *p);
-BRISK_INTERNAL void heap_page_emptied(heap_t *h, page_t *pg);
-BRISK_INTERNAL void heap_queue_push(heap_t *h, page_t *pg);
-BRISK_INTERNAL void heap_thread_done(void *value);
-BRISK_INTERNAL void heap_collect_caches(heap_t *h, uint64_t now, bool force);
-BRISK_INTERNAL void heap_fork_lock(void);
-BRISK_INTERNAL void heap_fork_unlock(void);
-BRISK_INTERNAL void heap_process_init(void);
-BRISK_INTERNAL void heap_collect_own(bool force);
-BRISK_INTERNAL bool heap_registry_held(void);
-BRISK_INTERNAL void heap_stats_retired(uint64_t out[4]);
-BRISK_INTERNAL void heap_foreach(void (*fn)(heap_t *, void *), void *arg);
+BRISK_INTERNAL heap_t *_bk_heap_get_initialized(void);
+BRISK_INTERNAL heap_t *_bk_heap_create(bool is_explicit);
+BRISK_INTERNAL void _bk_heap_retire_struct(heap_t *h);
+BRISK_INTERNAL void _bk_heap_release_all(heap_t *h);
+BRISK_INTERNAL bool _bk_heap_may_map(heap_t *h, size_t bytes);
+BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
+BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p);
+BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_queue_push(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_thread_done(void *value);
+BRISK_INTERNAL void _bk_heap_collect_caches(heap_t *h, uint64_t now, bool force);
+BRISK_INTERNAL void _bk_heap_fork_lock(void);
+BRISK_INTERNAL void _bk_heap_fork_unlock(void);
+BRISK_INTERNAL void _bk_heap_process_init(void);
+BRISK_INTERNAL void _bk_heap_collect_own(bool force);
+BRISK_INTERNAL bool _bk_heap_registry_held(void);
+BRISK_INTERNAL void _bk_heap_stats_retired(uint64_t out[4]);
+BRISK_INTERNAL void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg);
 
 /* ---- Huge blocks (huge.c) ----------------------------------------------- */
 
-BRISK_INTERNAL void *huge_alloc(heap_t *h, size_t size, size_t align, bool zero);
-BRISK_INTERNAL void huge_free(segment_t *seg);
-BRISK_INTERNAL void *huge_realloc(segment_t *seg, void *p, size_t size);
-BRISK_INTERNAL void huge_flush_thread_cache(heap_t *h, uint64_t now, bool force);
-BRISK_INTERNAL void huge_release_heap_blocks(heap_t *h);
+BRISK_INTERNAL void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero);
+BRISK_INTERNAL void _bk_huge_free(segment_t *seg);
+BRISK_INTERNAL void *_bk_huge_realloc(segment_t *seg, void *p, size_t size);
+BRISK_INTERNAL void _bk_huge_flush_thread_cache(heap_t *h, uint64_t now, bool force);
+BRISK_INTERNAL void _bk_huge_release_heap_blocks(heap_t *h);
 
 /* ---- Purge passes and process setup (purge.c, init.c) ------------------- */
 
-BRISK_INTERNAL void purge_note_pending(void);
-BRISK_INTERNAL void purge_maybe(heap_t *h);
-BRISK_INTERNAL void purge_tick(void);
+BRISK_INTERNAL void _bk_purge_note_pending(void);
+BRISK_INTERNAL void _bk_purge_maybe(heap_t *h);
+BRISK_INTERNAL void _bk_purge_tick(void);
 /* Locks of brisk's this thread holds around calls that may allocate or free
  * (pool carving, a pool's thread exit, a purge pass): no pass starts under
- * them (the heap registry has its own count, heap_registry_held). */
-extern __thread int brisk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
-BRISK_INTERNAL void purge_release_all(void);
-BRISK_INTERNAL void purge_fork_lock(void);
-BRISK_INTERNAL void purge_fork_unlock(bool in_child);
-BRISK_INTERNAL void pool_fork_lock(void);
-BRISK_INTERNAL void pool_fork_unlock(void);
-BRISK_INTERNAL void purge_quiesce(void);
-BRISK_INTERNAL void process_init(void);
-BRISK_INTERNAL void options_read_environment(void);
-BRISK_INTERNAL size_t segment_reserve(size_t bytes);
-BRISK_INTERNAL void report_at_exit(void);
-BRISK_INTERNAL void report_prepare(void);
-BRISK_INTERNAL void leak_report(int fd);
-BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
+ * them (the heap registry has its own count, _bk_heap_registry_held). */
+extern __thread int _bk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+BRISK_INTERNAL void _bk_purge_release_all(void);
+BRISK_INTERNAL void _bk_purge_fork_lock(void);
+BRISK_INTERNAL void _bk_purge_fork_unlock(bool in_child);
+BRISK_INTERNAL void _bk_pool_fork_lock(void);
+BRISK_INTERNAL void _bk_pool_fork_unlock(void);
+BRISK_INTERNAL void _bk_purge_quiesce(void);
+BRISK_INTERNAL void _bk_process_init(void);
+BRISK_INTERNAL void _bk_options_read_environment(void);
+BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
+BRISK_INTERNAL void _bk_report_at_exit(void);
+BRISK_INTERNAL void _bk_report_prepare(void);
+BRISK_INTERNAL void _bk_leak_report(int fd);
+BRISK_INTERNAL extern _Atomic(int) _bk_process_ready;
 
 /* ---- glibc's statistics (stats.c) -------------------------------------- */
 
@@ -354,8 +354,8 @@ BRISK_INTERNAL extern _Atomic(int) brisk_process_ready;
 typedef struct mallinfo_fields {
   size_t arena, ordblks, hblks, hblkhd, usmblks, uordblks, fordblks, keepcost;
 } mallinfo_fields_t;
-BRISK_INTERNAL void stats_mallinfo(mallinfo_fields_t *mi);
-BRISK_INTERNAL void stats_print_malloc_stats(void);
+BRISK_INTERNAL void _bk_stats_mallinfo(mallinfo_fields_t *mi);
+BRISK_INTERNAL void _bk_stats_print_malloc_stats(void);
 
 /* ---- Shared helpers ----------------------------------------------------- */
 
@@ -379,9 +379,9 @@ static inline bool size_product(size_t count, size_t size, size_t *total) {
 
 /* Foreign pointers: made before brisk was loaded (by the dynamic loader's
  * bootstrap malloc) or by glibc's malloc. */
-BRISK_INTERNAL void foreign_free(void *p);
-BRISK_INTERNAL void free_slow(void *p);
-BRISK_INTERNAL void checked_free(void *p);
+BRISK_INTERNAL void _bk_foreign_free(void *p);
+BRISK_INTERNAL void _bk_free_slow(void *p);
+BRISK_INTERNAL void _bk_checked_free(void *p);
 
 /* The checked library marks freed blocks (checked.c); a block handed out
  * loses the mark. */
@@ -392,7 +392,7 @@ static inline void block_handed_out(block_t *b) {
   (void)b;
 #endif
 }
-BRISK_INTERNAL void *block_start_of(const void *p);
+BRISK_INTERNAL void *_bk_block_start_of(const void *p);
 
 /* ---- Handles (brisk_heap_t, brisk_pool_t) ------------------------------- */
 
@@ -408,7 +408,7 @@ BRISK_INTERNAL void *block_start_of(const void *p);
 
 /* NULL is EINVAL in every build; the checked library aborts, naming fn and
  * the misuse, on a handle whose struct is not a live one of its kind. */
-BRISK_INTERNAL _Noreturn void handle_fatal(const void *handle, uint32_t magic, const char *fn, const char *kind);
+BRISK_INTERNAL _Noreturn void _bk_handle_fatal(const void *handle, uint32_t magic, const char *fn, const char *kind);
 static inline bool handle_ok(const void *handle, size_t magic_offset, uint32_t live, const char *fn,
                              const char *kind) {
   if (unlikely(!handle)) {
@@ -417,7 +417,7 @@ static inline bool handle_ok(const void *handle, size_t magic_offset, uint32_t l
   }
 #if BRISK_CHECKED
   uint32_t magic = *(const uint32_t *)((const uint8_t *)handle + magic_offset);
-  if (magic != live) handle_fatal(handle, magic, fn, kind);
+  if (magic != live) _bk_handle_fatal(handle, magic, fn, kind);
 #else
   (void)magic_offset, (void)live, (void)fn, (void)kind;
 #endif
@@ -447,10 +447,10 @@ static inline void *retired_take(retired_list_t *r, size_t link_offset) {
   r->count--;
   return s;
 }
-BRISK_INTERNAL void pool_thread_exit(void);
-BRISK_INTERNAL void *calloc_in(heap_t *h, size_t count, size_t size);
-BRISK_INTERNAL void *realloc_in(heap_t *h, void *p, size_t size);
-BRISK_INTERNAL void *aligned_in(heap_t *h, size_t align, size_t size);
-BRISK_INTERNAL size_t foreign_usable_size(const void *p, size_t want);
+BRISK_INTERNAL void _bk_pool_thread_exit(void);
+BRISK_INTERNAL void *_bk_calloc_in(heap_t *h, size_t count, size_t size);
+BRISK_INTERNAL void *_bk_realloc_in(heap_t *h, void *p, size_t size);
+BRISK_INTERNAL void *_bk_aligned_in(heap_t *h, size_t align, size_t size);
+BRISK_INTERNAL size_t _bk_foreign_usable_size(const void *p, size_t want);
 
 #endif

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-BRISK_INTERNAL brisk_options_t brisk_opt = {
+BRISK_INTERNAL brisk_options_t _bk_opt = {
     .purge_delay_ms = 500,
     .cache_cap = (size_t)512 << 20,
 };
@@ -124,13 +124,13 @@ const char *brisk_option_name(brisk_option_t opt) {
 
 /* The reserve goes into the cache, which makes room for it first. */
 static int set_reserve(size_t want) {
-  size_t old = brisk_opt.reserve;
-  brisk_opt.reserve = want;
+  size_t old = _bk_opt.reserve;
+  _bk_opt.reserve = want;
   if (want <= old) return 0;
-  size_t placed = segment_reserve(want - old);
+  size_t placed = _bk_segment_reserve(want - old);
   if (placed == want - old) return 0;
-  brisk_opt.reserve = old + placed;
-  brisk_warning("BRISK_RESERVE: only %zu of the %zu bytes asked could be reserved (the OS, BRISK_MAX_BYTES or a "
+  _bk_opt.reserve = old + placed;
+  _bk_warning("BRISK_RESERVE: only %zu of the %zu bytes asked could be reserved (the OS, BRISK_MAX_BYTES or a "
                 "full cache refused the rest)", old + placed, want);
   return ENOMEM;
 }
@@ -138,18 +138,18 @@ static int set_reserve(size_t want) {
 int brisk_option_set(brisk_option_t opt, long long v) {
   if ((unsigned)opt >= BRISK_OPTION_COUNT || !in_range(&options[opt], v)) return EINVAL;
   switch (opt) {
-  case BRISK_OPTION_SHOW_STATS: brisk_opt.show_stats = v; break;
-  case BRISK_OPTION_VERBOSE: brisk_opt.verbose = v; break;
-  case BRISK_OPTION_PURGE_DELAY_MS: brisk_opt.purge_delay_ms = (uint64_t)v; break;
+  case BRISK_OPTION_SHOW_STATS: _bk_opt.show_stats = v; break;
+  case BRISK_OPTION_VERBOSE: _bk_opt.verbose = v; break;
+  case BRISK_OPTION_PURGE_DELAY_MS: _bk_opt.purge_delay_ms = (uint64_t)v; break;
   case BRISK_OPTION_MAX_BYTES: brisk_set_max_bytes((size_t)v); break;
-  case BRISK_OPTION_CACHE_CAP: brisk_opt.cache_cap = (size_t)v; break;
-  case BRISK_OPTION_HUGEPAGES: brisk_opt.hugepages = v; break;
+  case BRISK_OPTION_CACHE_CAP: _bk_opt.cache_cap = (size_t)v; break;
+  case BRISK_OPTION_HUGEPAGES: _bk_opt.hugepages = v; break;
   case BRISK_OPTION_RESERVE: return set_reserve((size_t)v);
   case BRISK_OPTION_REALTIME: brisk_set_realtime((int)v); break;
-  case BRISK_OPTION_LEAK_REPORT: brisk_opt.leak_report = v; break;
+  case BRISK_OPTION_LEAK_REPORT: _bk_opt.leak_report = v; break;
   case BRISK_OPTION_BACKGROUND_PURGE:
-    brisk_opt.background_purge = v;
-    if (v) purge_note_pending(); /* memory may be waiting already: start the thread now */
+    _bk_opt.background_purge = v;
+    if (v) _bk_purge_note_pending(); /* memory may be waiting already: start the thread now */
     break;
   default: return EINVAL;
   }
@@ -158,16 +158,16 @@ int brisk_option_set(brisk_option_t opt, long long v) {
 
 long long brisk_option_get(brisk_option_t opt) {
   switch (opt) {
-  case BRISK_OPTION_SHOW_STATS: return brisk_opt.show_stats;
-  case BRISK_OPTION_VERBOSE: return brisk_opt.verbose;
-  case BRISK_OPTION_PURGE_DELAY_MS: return (long long)brisk_opt.purge_delay_ms;
+  case BRISK_OPTION_SHOW_STATS: return _bk_opt.show_stats;
+  case BRISK_OPTION_VERBOSE: return _bk_opt.verbose;
+  case BRISK_OPTION_PURGE_DELAY_MS: return (long long)_bk_opt.purge_delay_ms;
   case BRISK_OPTION_MAX_BYTES: return (long long)brisk_get_max_bytes();
-  case BRISK_OPTION_CACHE_CAP: return (long long)brisk_opt.cache_cap;
-  case BRISK_OPTION_HUGEPAGES: return brisk_opt.hugepages;
-  case BRISK_OPTION_RESERVE: return (long long)brisk_opt.reserve;
-  case BRISK_OPTION_REALTIME: return brisk_opt.realtime;
-  case BRISK_OPTION_LEAK_REPORT: return brisk_opt.leak_report;
-  case BRISK_OPTION_BACKGROUND_PURGE: return brisk_opt.background_purge;
+  case BRISK_OPTION_CACHE_CAP: return (long long)_bk_opt.cache_cap;
+  case BRISK_OPTION_HUGEPAGES: return _bk_opt.hugepages;
+  case BRISK_OPTION_RESERVE: return (long long)_bk_opt.reserve;
+  case BRISK_OPTION_REALTIME: return _bk_opt.realtime;
+  case BRISK_OPTION_LEAK_REPORT: return _bk_opt.leak_report;
+  case BRISK_OPTION_BACKGROUND_PURGE: return _bk_opt.background_purge;
   default: return -1;
   }
 }
@@ -175,8 +175,8 @@ long long brisk_option_get(brisk_option_t opt) {
 /* On return, no purge pass is under way on any thread: none starts in
  * realtime mode. */
 void brisk_set_realtime(int on) {
-  brisk_opt.realtime = on != 0;
-  if (on) purge_quiesce();
+  _bk_opt.realtime = on != 0;
+  if (on) _bk_purge_quiesce();
 }
 
 static bool name_is(const char *name, size_t len, const char *known) {
@@ -229,7 +229,7 @@ static void warn_unknown(const char *name, size_t len) {
     if (n > 0 && (size_t)n < sizeof list - pos) pos += (size_t)n;
   }
   if (closest) snprintf(hint, sizeof hint, "; did you mean %s?", closest);
-  brisk_warning("unknown variable %.*s ignored%s (valid names: %s)", (int)len, name, hint, list);
+  _bk_warning("unknown variable %.*s ignored%s (valid names: %s)", (int)len, name, hint, list);
 }
 
 static void apply_environment(brisk_option_t opt) {
@@ -240,17 +240,17 @@ static void apply_environment(brisk_option_t opt) {
   char range[96];
   range_text(o, range, sizeof range);
   if (!parse_option(opt, v, &value))
-    brisk_warning("ignoring %s=\"%s\": expected %s%s%s", o->env, v, accepted_form[o->kind], *range ? ", in " : "",
+    _bk_warning("ignoring %s=\"%s\": expected %s%s%s", o->env, v, accepted_form[o->kind], *range ? ", in " : "",
                   range);
   else if (!in_range(o, value))
-    brisk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
+    _bk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
   else
     brisk_option_set(opt, value); /* RESERVE warns itself when it falls short */
 }
 
 /* Each variable once, at start: a malformed or out-of-range value or an
  * unknown BRISK_ name gets one warning line and changes nothing. */
-void options_read_environment(void) {
+void _bk_options_read_environment(void) {
   extern char **environ;
   /* Realtime first: a reserve made under it is touched up front. */
   apply_environment(BRISK_OPTION_REALTIME);

@@ -16,7 +16,7 @@
 /* 64 MiB of zero-initialized address space: only the pages whose chunks
  * hold segments are ever touched, so it costs a few KiB of memory. Being
  * static, it is valid before any initialization runs. */
-BRISK_INTERNAL _Atomic(uint8_t) brisk_chunk_map[CHUNK_MAP_ENTRIES];
+BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[CHUNK_MAP_ENTRIES];
 
 /* The kernel orders a range one thread gives up (munmap, mremap) before
  * another thread maps it again. ThreadSanitizer does not see that order
@@ -54,12 +54,12 @@ static _Atomic(size_t) peak_mapped;
  * Callers keep the map right at every instant another thread may look: they
  * mark chunks after the memory is mapped and clear them before it is given
  * back, since another thread may map the range the moment it is free. */
-void os_map_range(const void *header, size_t from, size_t to, bool on) {
+void _bk_os_map_range(const void *header, size_t from, size_t to, bool on) {
   size_t base = (uintptr_t)header >> SEGMENT_SHIFT;
   size_t first = (from + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
   size_t end = (to + SEGMENT_SIZE - 1) >> SEGMENT_SHIFT;
   for (size_t i = first; i < end; i++)
-    atomic_store_explicit(&brisk_chunk_map[base + i], on ? (uint8_t)(i + 1 > 255 ? 255 : i + 1) : 0,
+    atomic_store_explicit(&_bk_chunk_map[base + i], on ? (uint8_t)(i + 1 > 255 ? 255 : i + 1) : 0,
                           memory_order_release);
 }
 
@@ -105,7 +105,7 @@ static void *map_once(size_t size, size_t align, size_t skew, uint8_t **base, si
   if (p > m) unmap_raw(m, (size_t)(p - m));
   if (m + span > p + size) unmap_raw(p + size, (size_t)(m + span - (p + size)));
   /* Segments are 4 MiB-aligned: two whole huge pages each. */
-  if (brisk_opt.hugepages) {
+  if (_bk_opt.hugepages) {
     atomic_fetch_add_explicit(&os_calls[OS_MADVISE], 1, memory_order_relaxed);
     madvise(p, size, MADV_HUGEPAGE);
   }
@@ -122,7 +122,7 @@ fail:
 static void cap_refused(size_t size) {
   static _Atomic(bool) warned;
   if (atomic_exchange_explicit(&warned, true, memory_order_relaxed)) return;
-  brisk_warning("BRISK_MAX_BYTES: the cap of %zu bytes refused a mapping of %zu bytes (%zu mapped now); "
+  _bk_warning("BRISK_MAX_BYTES: the cap of %zu bytes refused a mapping of %zu bytes (%zu mapped now); "
                 "allocations past the cap fail with ENOMEM (said once)",
                 atomic_load_explicit(&max_bytes, memory_order_relaxed), size,
                 atomic_load_explicit(&mapped_bytes, memory_order_relaxed));
@@ -132,11 +132,11 @@ static void cap_refused(size_t size) {
  * plus skew bytes (align and skew multiples of the OS page, skew < align).
  * When the OS or the cap says no, cached memory is released and the map
  * retried once. */
-void *os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped) {
+void *_bk_os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, size_t *mapped) {
   bool over_cap = false;
   void *p = map_once(size, align, skew, base, mapped, &over_cap);
   if (p) return p;
-  purge_release_all();
+  _bk_purge_release_all();
   over_cap = false;
   p = map_once(size, align, skew, base, mapped, &over_cap);
   if (p) return p;
@@ -147,17 +147,17 @@ void *os_map_aligned(size_t size, size_t align, size_t skew, uint8_t **base, siz
 
 /* Short-lived working memory for brisk's own walks, taken beside the heaps
  * so that walking them does not change them. Not counted as mapped bytes. */
-void *os_scratch_map(size_t size) {
+void *_bk_os_scratch_map(size_t size) {
   atomic_fetch_add_explicit(&os_calls[OS_MMAP], 1, memory_order_relaxed);
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
-void os_scratch_unmap(void *p, size_t size) {
+void _bk_os_scratch_unmap(void *p, size_t size) {
   if (p) unmap_raw(p, size);
 }
 
-void os_unmap(void *base, size_t size) {
+void _bk_os_unmap(void *base, size_t size) {
   unmap_raw(base, size);
   atomic_fetch_sub_explicit(&mapped_bytes, size, memory_order_relaxed);
 }
@@ -165,8 +165,8 @@ void os_unmap(void *base, size_t size) {
 /* Returns whether the pages now read as zero: realtime mode skips the call,
  * and the kernel may refuse it (locked pages), so callers that trust purged
  * memory to be zero must ask. */
-bool os_purge(void *p, size_t size) {
-  if (brisk_opt.realtime) return false;
+bool _bk_os_purge(void *p, size_t size) {
+  if (_bk_opt.realtime) return false;
   uintptr_t start = align_up((uintptr_t)p, OS_PAGE_SIZE);
   uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
   if (end <= start) return true;
@@ -175,8 +175,8 @@ bool os_purge(void *p, size_t size) {
 }
 
 /* Grows or shrinks a mapping in place. */
-bool os_resize(void *base, size_t old_size, size_t new_size) {
-  if (brisk_opt.realtime) return false;
+bool _bk_os_resize(void *base, size_t old_size, size_t new_size) {
+  if (_bk_opt.realtime) return false;
   if (new_size > old_size && !reserve_bytes(new_size - old_size)) return false;
   atomic_fetch_add_explicit(&os_calls[OS_MREMAP], 1, memory_order_relaxed);
   if (new_size < old_size) space_given_up();
@@ -190,8 +190,8 @@ bool os_resize(void *base, size_t old_size, size_t new_size) {
 }
 
 /* Moves a mapping's pages onto target, a mapping of new_size from
- * os_map_aligned that the move replaces: no byte is copied. */
-bool os_move(void *base, size_t old_size, void *target, size_t new_size) {
+ * _bk_os_map_aligned that the move replaces: no byte is copied. */
+bool _bk_os_move(void *base, size_t old_size, void *target, size_t new_size) {
   atomic_fetch_add_explicit(&os_calls[OS_MREMAP], 1, memory_order_relaxed);
   space_given_up();
   if (mremap(base, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) return false;
@@ -200,14 +200,14 @@ bool os_move(void *base, size_t old_size, void *target, size_t new_size) {
   return true;
 }
 
-uint64_t os_now_ms(void) {
+uint64_t _bk_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-uint64_t os_call_count(int which) { return atomic_load_explicit(&os_calls[which], memory_order_relaxed); }
-size_t os_peak_mapped(void) { return atomic_load_explicit(&peak_mapped, memory_order_relaxed); }
+uint64_t _bk_os_call_count(int which) { return atomic_load_explicit(&os_calls[which], memory_order_relaxed); }
+size_t _bk_os_peak_mapped(void) { return atomic_load_explicit(&peak_mapped, memory_order_relaxed); }
 
 static void vmessage(const char *prefix, const char *fmt, va_list ap) {
   char buf[1024];
@@ -221,14 +221,14 @@ static void vmessage(const char *prefix, const char *fmt, va_list ap) {
   (void)w;
 }
 
-void brisk_warning(const char *fmt, ...) {
+void _bk_warning(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vmessage("warning: ", fmt, ap);
   va_end(ap);
 }
 
-void brisk_fatal(const char *fmt, ...) {
+void _bk_fatal(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vmessage("error: ", fmt, ap);

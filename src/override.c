@@ -78,7 +78,7 @@ EXPORT int __posix_memalign(void **out, size_t align, size_t size) { return posi
 #if __GLIBC_PREREQ(2, 33)
 EXPORT struct mallinfo2 mallinfo2(void) {
   mallinfo_fields_t f;
-  stats_mallinfo(&f);
+  _bk_stats_mallinfo(&f);
   return (struct mallinfo2){.arena = f.arena, .ordblks = f.ordblks, .hblks = f.hblks, .hblkhd = f.hblkhd,
                             .usmblks = f.usmblks, .uordblks = f.uordblks, .fordblks = f.fordblks,
                             .keepcost = f.keepcost};
@@ -90,14 +90,14 @@ static int saturate(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
 
 REPLACEABLE struct mallinfo mallinfo(void) {
   mallinfo_fields_t f;
-  stats_mallinfo(&f);
+  _bk_stats_mallinfo(&f);
   return (struct mallinfo){.arena = saturate(f.arena), .ordblks = saturate(f.ordblks),
                            .hblks = saturate(f.hblks), .hblkhd = saturate(f.hblkhd),
                            .usmblks = saturate(f.usmblks), .uordblks = saturate(f.uordblks),
                            .fordblks = saturate(f.fordblks), .keepcost = saturate(f.keepcost)};
 }
 
-REPLACEABLE void malloc_stats(void) { stats_print_malloc_stats(); }
+REPLACEABLE void malloc_stats(void) { _bk_stats_print_malloc_stats(); }
 
 /* glibc's tuning of its arenas, thresholds and trimming has nothing to act on
  * in brisk (BRISK_* options tune it): accepted, as glibc accepts the SVID
@@ -138,7 +138,7 @@ static BRISK_NOINLINE void *new_failed(size_t size, size_t align) {
     if (p) return p;
   }
   if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
-  brisk_fatal("operator new(%zu) failed: out of memory and no C++ runtime to throw std::bad_alloc", size);
+  _bk_fatal("operator new(%zu) failed: out of memory and no C++ runtime to throw std::bad_alloc", size);
 }
 
 static inline void *new_impl(size_t size, size_t align) {

@@ -12,10 +12,10 @@
  * touched (and committed) only as fast as it is used. */
 #define EXTEND_BYTES (16 * 1024)
 
-void page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
+void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   size_t area;
   pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
-  PUBLISH(pg->block_size, class_size(cls));
+  PUBLISH(pg->block_size, _bk_class_size(cls));
   pg->reserved = (uint32_t)(area / pg->block_size);
   PUBLISH(pg->capacity, 0);
   PUBLISH(pg->used, 0);
@@ -27,10 +27,10 @@ void page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   pg->next = pg->prev = NULL;
   atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
   atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
-  page_extend(pg);
+  _bk_page_extend(pg);
 }
 
-void page_extend(page_t *pg) {
+void _bk_page_extend(page_t *pg) {
   size_t bsize = pg->block_size;
   size_t count = EXTEND_BYTES / bsize;
   if (count == 0) count = 1;
@@ -60,7 +60,7 @@ static block_t *take_thread_free(page_t *pg, uint32_t *count) {
 
 /* Remote frees join the page's lists without a walk (their blocks are cold:
  * other threads wrote them last), unless both lists are in use. */
-void page_collect(page_t *pg) {
+void _bk_page_collect(page_t *pg) {
   uint32_t n = 0;
   block_t *remote = take_thread_free(pg, &n);
   if (remote) {
@@ -85,7 +85,7 @@ void page_collect(page_t *pg) {
 /* Moves the page's delayed state to `want`, waiting out a remote thread that
  * is in the middle of a delayed free. With only_if_empty, it fails (returns
  * false) when remote frees are pending: the caller should collect them. */
-bool page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty) {
+bool _bk_page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty) {
   uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
   for (;;) {
     enum delayed_state cur = (enum delayed_state)(tf & TF_STATE_MASK);
@@ -109,13 +109,13 @@ bool page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty) {
 static _Atomic(int) fork_gate_closed;
 static _Atomic(int) freeing_now;
 
-void page_fork_gate_close(void) {
+void _bk_page_fork_gate_close(void) {
   atomic_store(&fork_gate_closed, 1);
   while (atomic_load(&freeing_now)) sched_yield();
 }
 
 /* In the child, threads caught between their count and its undo are gone. */
-void page_fork_gate_open(bool in_child) {
+void _bk_page_fork_gate_open(bool in_child) {
   if (in_child) atomic_store(&freeing_now, 0);
   atomic_store(&fork_gate_closed, 0);
 }
@@ -129,7 +129,7 @@ static void freeing_enter(void) {
   }
 }
 
-void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
+void _bk_page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
   (void)seg;
   uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
   for (;;) {
@@ -166,7 +166,7 @@ void page_free_remote(segment_t *seg, page_t *pg, block_t *b) {
   }
 }
 
-block_t *page_block_start(const page_t *pg, const void *p) {
+block_t *_bk_page_block_start(const page_t *pg, const void *p) {
   size_t off = (size_t)((const uint8_t *)p - pg->start);
   return (block_t *)(pg->start + off - off % pg->block_size);
 }

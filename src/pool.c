@@ -211,9 +211,9 @@ static void cache_flush_all(brisk_pool_t *pool, pool_cache_t *c) {
 }
 
 /* At thread exit (from the heap's exit hook). */
-void pool_thread_exit(void) {
+void _bk_pool_thread_exit(void) {
   pthread_mutex_lock(&pools_lock);
-  brisk_locks_held++;
+  _bk_locks_held++;
   while (tls_caches) {
     pool_cache_t *c = tls_caches;
     tls_caches = c->thread_next;
@@ -227,7 +227,7 @@ void pool_thread_exit(void) {
     }
     brisk_free(c);
   }
-  brisk_locks_held--;
+  _bk_locks_held--;
   pthread_mutex_unlock(&pools_lock);
   memset(tls_slots, 0, sizeof tls_slots);
 }
@@ -243,7 +243,7 @@ static size_t slab_header_size(size_t capacity, size_t align) {
 
 static slab_t *slab_of(const void *p) {
   if (!brisk_owns(p)) return NULL;
-  slab_t *s = block_start_of(p);
+  slab_t *s = _bk_block_start_of(p);
   return s && s->magic == SLAB_MAGIC ? s : NULL;
 }
 
@@ -253,9 +253,9 @@ static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
   slab_t *s = pool->carving;
   if (!s || pool->carved == s->capacity) {
     size_t capacity = (pool->slab_bytes - slab_header_size(0, pool->alignment)) / pool->object_size;
-    brisk_locks_held++;
+    _bk_locks_held++;
     s = brisk_malloc(pool->slab_bytes);
-    brisk_locks_held--;
+    _bk_locks_held--;
     if (!s) return false;
     size_t header = slab_header_size(capacity, pool->alignment);
     capacity = (pool->slab_bytes - header) / pool->object_size;
@@ -308,16 +308,16 @@ static BRISK_NOINLINE block_t *alloc_slow(brisk_pool_t *pool, pool_cache_t *c) {
 
 static void check_free(brisk_pool_t *pool, void *p) {
   slab_t *s = slab_of(p);
-  if (!s) brisk_fatal("brisk_pool_free(%p, %p): pointer was not allocated from any pool", (void *)pool, p);
+  if (!s) _bk_fatal("brisk_pool_free(%p, %p): pointer was not allocated from any pool", (void *)pool, p);
   if (s->pool != pool)
-    brisk_fatal("brisk_pool_free(%p, %p): pointer belongs to another pool (%p)", (void *)pool, p, (void *)s->pool);
+    _bk_fatal("brisk_pool_free(%p, %p): pointer belongs to another pool (%p)", (void *)pool, p, (void *)s->pool);
   size_t off = (size_t)((uint8_t *)p - s->objects);
   if ((uint8_t *)p < s->objects || off % pool->object_size || off / pool->object_size >= s->capacity)
-    brisk_fatal("brisk_pool_free(%p, %p): pointer is not the start of an object", (void *)pool, p);
+    _bk_fatal("brisk_pool_free(%p, %p): pointer is not the start of an object", (void *)pool, p);
   size_t i = off / pool->object_size;
   uint64_t bit = (uint64_t)1 << (i % 64);
   if (!(atomic_fetch_and(&s->live_bits[i / 64], ~bit) & bit))
-    brisk_fatal("brisk_pool_free(%p, %p): double free (object is already free)", (void *)pool, p);
+    _bk_fatal("brisk_pool_free(%p, %p): double free (object is already free)", (void *)pool, p);
   memset((uint8_t *)p + sizeof(block_t), POISON, pool->object_size - sizeof(block_t));
 }
 
@@ -325,7 +325,7 @@ static void check_alloc(brisk_pool_t *pool, void *p) {
   const uint8_t *bytes = p;
   for (size_t i = sizeof(block_t); i < pool->object_size; i++)
     if (bytes[i] != POISON)
-      brisk_fatal("brisk_pool_alloc(%p): object %p was written after it was freed (byte %zu is 0x%02x, "
+      _bk_fatal("brisk_pool_alloc(%p): object %p was written after it was freed (byte %zu is 0x%02x, "
                   "not 0x%02x)", (void *)pool, p, i, bytes[i], POISON);
   slab_t *s = slab_of(p);
   size_t i = (size_t)(bytes - s->objects) / pool->object_size;
@@ -494,12 +494,12 @@ int brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
 
 /* fork: the registry of pools, then each pool's lock (carving holds a
  * pool's lock, never the registry). */
-void pool_fork_lock(void) {
+void _bk_pool_fork_lock(void) {
   pthread_mutex_lock(&pools_lock);
   for (brisk_pool_t *p = live_pools; p; p = p->next_pool) pthread_mutex_lock(&p->lock);
 }
 
-void pool_fork_unlock(void) {
+void _bk_pool_fork_unlock(void) {
   for (brisk_pool_t *p = live_pools; p; p = p->next_pool) pthread_mutex_unlock(&p->lock);
   pthread_mutex_unlock(&pools_lock);
 }

@@ -20,20 +20,20 @@ static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
 static _Atomic(uint64_t) last_pass_ms;
 
-BRISK_INTERNAL __thread int brisk_locks_held __attribute__((tls_model("initial-exec")));
+BRISK_INTERNAL __thread int _bk_locks_held __attribute__((tls_model("initial-exec")));
 
 /* Held through each shared pass, so that turning realtime mode on can wait
  * out a pass already under way, and brisk_collect runs beside none. */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void purge_heap_cache(heap_t *h, void *now) { huge_flush_thread_cache(h, *(uint64_t *)now, false); }
+static void purge_heap_cache(heap_t *h, void *now) { _bk_huge_flush_thread_cache(h, *(uint64_t *)now, false); }
 
 static void purge_shared(uint64_t now) {
   atomic_store_explicit(&purge_pending, 0, memory_order_relaxed);
-  cache_purge(now, false);
-  if (cache_bytes()) atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
-  heap_foreach(purge_heap_cache, &now);
-  segment_drain_abandoned();
+  _bk_cache_purge(now, false);
+  if (_bk_cache_bytes()) atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
+  _bk_heap_foreach(purge_heap_cache, &now);
+  _bk_segment_drain_abandoned();
 }
 
 /* A pass is due half a delay after the last while memory waits to be
@@ -41,7 +41,7 @@ static void purge_shared(uint64_t now) {
  * emptied are drained at that pace). Measured from the last pass, so a
  * shorter delay set at run time applies at once. */
 static bool pass_due(uint64_t now) {
-  uint64_t interval = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? brisk_opt.purge_delay_ms / 2 : 1000;
+  uint64_t interval = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? _bk_opt.purge_delay_ms / 2 : 1000;
   if (interval < 10) interval = 10;
   return now - atomic_load_explicit(&last_pass_ms, memory_order_relaxed) >= interval;
 }
@@ -49,10 +49,10 @@ static bool pass_due(uint64_t now) {
 /* The caller holds pass_lock. Realtime mode is read under it: once
  * brisk_set_realtime has waited out the lock, no pass starts. */
 static void run_pass(uint64_t now) {
-  if (brisk_opt.realtime) return;
-  brisk_locks_held++; /* memory the pass frees into the caches starts no pass */
+  if (_bk_opt.realtime) return;
+  _bk_locks_held++; /* memory the pass frees into the caches starts no pass */
   purge_shared(now);
-  brisk_locks_held--;
+  _bk_locks_held--;
   atomic_store_explicit(&last_pass_ms, now, memory_order_relaxed);
 }
 
@@ -60,17 +60,17 @@ static void run_pass(uint64_t now) {
  * brisk's (a pass takes the heap registry and segment locks) or another
  * thread runs one: never waits. */
 static void pass_if_due(uint64_t now) {
-  if (!pass_due(now) || brisk_opt.realtime ||
-      brisk_locks_held || heap_registry_held() || !atomic_load_explicit(&brisk_process_ready, memory_order_acquire))
+  if (!pass_due(now) || _bk_opt.realtime ||
+      _bk_locks_held || _bk_heap_registry_held() || !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
     return;
   if (pthread_mutex_trylock(&pass_lock) != 0) return;
   run_pass(now);
   pthread_mutex_unlock(&pass_lock);
 }
 
-void purge_tick(void) { pass_if_due(os_now_ms()); }
+void _bk_purge_tick(void) { pass_if_due(_bk_os_now_ms()); }
 
-void purge_quiesce(void) {
+void _bk_purge_quiesce(void) {
   pthread_mutex_lock(&pass_lock);
   pthread_mutex_unlock(&pass_lock);
 }
@@ -80,14 +80,14 @@ void purge_quiesce(void) {
 static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
-    while (brisk_opt.background_purge) {
+    while (_bk_opt.background_purge) {
       /* Short naps: a pass may come due sooner (a shorter delay, memory
        * newly waiting), and turning the option off ends the thread. */
-      uint64_t nap = brisk_opt.purge_delay_ms / 4;
+      uint64_t nap = _bk_opt.purge_delay_ms / 4;
       nap = nap < 5 ? 5 : nap > 250 ? 250 : nap;
       struct timespec ts = {0, (long)nap * 1000000L};
       nanosleep(&ts, NULL);
-      uint64_t now = os_now_ms();
+      uint64_t now = _bk_os_now_ms();
       if (!pass_due(now)) continue;
       pthread_mutex_lock(&pass_lock);
       run_pass(now);
@@ -98,7 +98,7 @@ static void *purger_main(void *arg) {
      * setter sees state 0 and starts a new thread. */
     atomic_store(&purger_state, 0);
     int expected = 0;
-    if (!brisk_opt.background_purge || !atomic_compare_exchange_strong(&purger_state, &expected, 2)) return NULL;
+    if (!_bk_opt.background_purge || !atomic_compare_exchange_strong(&purger_state, &expected, 2)) return NULL;
   }
 }
 
@@ -122,61 +122,61 @@ static void purger_start(void) {
 
 /* Memory waits in a cache: a pass is due within half a delay, and with the
  * option on, the helper thread runs. */
-void purge_note_pending(void) {
+void _bk_purge_note_pending(void) {
   if (!atomic_load_explicit(&purge_pending, memory_order_relaxed))
     atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
-  if (likely(!brisk_opt.background_purge) || atomic_load(&purger_state) != 0) return;
+  if (likely(!_bk_opt.background_purge) || atomic_load(&purger_state) != 0) return;
   /* pthread_create allocates: not while brisk holds a lock, nor before the
    * process is set up. */
-  if (brisk_opt.realtime || brisk_tls_heap == &brisk_heap_empty || brisk_locks_held || heap_registry_held() ||
-      !atomic_load_explicit(&brisk_process_ready, memory_order_acquire))
+  if (_bk_opt.realtime || _bk_tls_heap == &_bk_heap_empty || _bk_locks_held || _bk_heap_registry_held() ||
+      !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
     return;
   purger_start();
 }
 
 /* From a heap's slow path, every so often. */
-void purge_maybe(heap_t *h) {
-  if (brisk_opt.realtime) return;
-  uint64_t now = os_now_ms(), half = brisk_opt.purge_delay_ms / 2;
+void _bk_purge_maybe(heap_t *h) {
+  if (_bk_opt.realtime) return;
+  uint64_t now = _bk_os_now_ms(), half = _bk_opt.purge_delay_ms / 2;
   if (now >= h->next_purge_ms || h->next_purge_ms > now + half) { /* (the delay may have shrunk) */
     h->next_purge_ms = now + half;
-    heap_collect_caches(h, now, false);
+    _bk_heap_collect_caches(h, now, false);
   }
   pass_if_due(now);
 }
 
 /* fork: no pass is under way in either process after it. */
-void purge_fork_lock(void) { pthread_mutex_lock(&pass_lock); }
+void _bk_purge_fork_lock(void) { pthread_mutex_lock(&pass_lock); }
 
-void purge_fork_unlock(bool in_child) {
+void _bk_purge_fork_unlock(bool in_child) {
   if (in_child) atomic_store(&purger_state, 0); /* the helper thread is not in the child */
   pthread_mutex_unlock(&pass_lock);
 }
 
 static void flush_heap_cache(heap_t *h, void *arg) {
   (void)arg;
-  huge_flush_thread_cache(h, 0, true);
+  _bk_huge_flush_thread_cache(h, 0, true);
 }
 
 /* Everything cached goes back to the OS. Changes no heap's page lists, so it
  * is safe in the middle of an allocation that ran out of memory. */
-void purge_release_all(void) {
-  heap_t *h = brisk_tls_heap;
-  uint64_t now = os_now_ms();
-  if (h != &brisk_heap_empty) heap_collect_caches(h, now, true);
-  heap_foreach(flush_heap_cache, NULL);
-  cache_purge(now, true);
-  segment_drain_abandoned();
-  cache_purge(now, true);
+void _bk_purge_release_all(void) {
+  heap_t *h = _bk_tls_heap;
+  uint64_t now = _bk_os_now_ms();
+  if (h != &_bk_heap_empty) _bk_heap_collect_caches(h, now, true);
+  _bk_heap_foreach(flush_heap_cache, NULL);
+  _bk_cache_purge(now, true);
+  _bk_segment_drain_abandoned();
+  _bk_cache_purge(now, true);
 }
 
 /* Not beside a shared pass: the pass holds abandoned segments off their
  * list for a while, and those would be missed. */
 void brisk_collect(void) {
-  heap_collect_own(true);
+  _bk_heap_collect_own(true);
   pthread_mutex_lock(&pass_lock);
-  brisk_locks_held++;
-  purge_release_all();
-  brisk_locks_held--;
+  _bk_locks_held++;
+  _bk_purge_release_all();
+  _bk_locks_held--;
   pthread_mutex_unlock(&pass_lock);
 }

@@ -3,7 +3,7 @@
  * size_to_class() itself is inline in internal.h: it is on the fast path. */
 #include "internal.h"
 
-size_t class_size(unsigned cls) {
+size_t _bk_class_size(unsigned cls) {
   if (cls <= 8) return (size_t)cls * 16;
   unsigned b = 7 + (cls - 9) / 4;
   unsigned k = (cls - 9) % 4;
@@ -11,8 +11,8 @@ size_t class_size(unsigned cls) {
 }
 
 /* Each page holds at least 8 blocks, except in the 4 MiB large pages. */
-unsigned class_segment_kind(unsigned cls) {
-  size_t size = class_size(cls);
+unsigned _bk_class_segment_kind(unsigned cls) {
+  size_t size = _bk_class_size(cls);
   if (size <= SMALL_SIZE_MAX) return SEG_SMALL;
   if (size <= MEDIUM_SIZE_MAX) return SEG_MEDIUM;
   return SEG_LARGE;

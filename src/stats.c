@@ -60,18 +60,18 @@ static int stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
   memset(st, 0, sizeof *st);
   st->version = BRISK_STATS_VERSION;
   st->class_count = CLASS_COUNT;
-  for (unsigned c = 1; c < CLASS_COUNT; c++) st->class_size[c] = class_size(c);
+  for (unsigned c = 1; c < CLASS_COUNT; c++) st->class_size[c] = _bk_class_size(c);
 
-  heap_foreach(add_heap, st);
+  _bk_heap_foreach(add_heap, st);
   uint64_t retired[4];
-  heap_stats_retired(retired);
+  _bk_heap_stats_retired(retired);
   st->requested += retired[0];
   st->cache_hits += retired[1];
   st->cache_misses += retired[2];
   st->threads_exited = retired[3];
 
-  segments_lock();
-  for (segment_t *seg = segments_first(); seg; seg = seg->all_next) {
+  _bk_segments_lock();
+  for (segment_t *seg = _bk_segments_first(); seg; seg = seg->all_next) {
     unsigned state = PEEK(seg->state), kind = PEEK(seg->kind);
     size_t mapped = PEEK(seg->mapped_size);
     if (state == SEG_STATE_CACHED) {
@@ -88,7 +88,7 @@ static int stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
       add_paged_segment(st, free_chunks, seg, kind, state);
     }
   }
-  segments_unlock();
+  _bk_segments_unlock();
 
   for (int t = 0; t < BRISK_TIER_COUNT; t++) {
     st->in_use += st->tiers[t].in_use;
@@ -97,11 +97,11 @@ static int stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
   }
   st->reserved += st->cached;
   st->mapped = brisk_mapped_bytes();
-  st->peak_reserved = os_peak_mapped();
-  st->mmap_calls = os_call_count(OS_MMAP);
-  st->munmap_calls = os_call_count(OS_MUNMAP);
-  st->madvise_calls = os_call_count(OS_MADVISE);
-  st->mremap_calls = os_call_count(OS_MREMAP);
+  st->peak_reserved = _bk_os_peak_mapped();
+  st->mmap_calls = _bk_os_call_count(OS_MMAP);
+  st->munmap_calls = _bk_os_call_count(OS_MUNMAP);
+  st->madvise_calls = _bk_os_call_count(OS_MADVISE);
+  st->mremap_calls = _bk_os_call_count(OS_MREMAP);
   return 0;
 }
 
@@ -127,7 +127,7 @@ static void mallinfo_from(const brisk_stats_t *st, uint64_t free_chunks, mallinf
   mi->usmblks = st->peak_reserved;
 }
 
-void stats_mallinfo(mallinfo_fields_t *mi) {
+void _bk_stats_mallinfo(mallinfo_fields_t *mi) {
   brisk_stats_t st = {.version = BRISK_STATS_VERSION};
   uint64_t free_chunks = 0;
   stats_collect(&st, &free_chunks);
@@ -235,7 +235,7 @@ static void format_malloc_stats(out_t *o, const brisk_stats_t *st) {
   format_table(o, st);
 }
 
-void stats_print_malloc_stats(void) {
+void _bk_stats_print_malloc_stats(void) {
   brisk_stats_t st = {.version = BRISK_STATS_VERSION};
   brisk_stats_get(&st);
   fflush(stderr);
@@ -254,14 +254,14 @@ void brisk_stats_print(FILE *out) {
  * at exit writes to a copy of it taken at start when a report is wanted. */
 static int report_fd = -1;
 
-void report_prepare(void) {
-  if (brisk_opt.show_stats || brisk_opt.leak_report) report_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+void _bk_report_prepare(void) {
+  if (_bk_opt.show_stats || _bk_opt.leak_report) report_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
 
 /* BRISK_SHOW_STATS, BRISK_STATS_JSON and BRISK_LEAK_REPORT at exit. */
-void report_at_exit(void) {
+void _bk_report_at_exit(void) {
   int fd = report_fd >= 0 ? report_fd : 2;
-  if (brisk_opt.show_stats) {
+  if (_bk_opt.show_stats) {
     brisk_stats_t st = {.version = BRISK_STATS_VERSION};
     brisk_stats_get(&st);
     emit(fd, format_table, &st);
@@ -288,8 +288,8 @@ void report_at_exit(void) {
       emit(fd, format_json, &st);
       close(fd);
     } else {
-      brisk_warning("cannot write the stats to %s", json);
+      _bk_warning("cannot write the stats to %s", json);
     }
   }
-  if (brisk_opt.leak_report) leak_report(fd);
+  if (_bk_opt.leak_report) _bk_leak_report(fd);
 }
