@@ -223,8 +223,9 @@ void _bk_huge_free(segment_t *seg) {
   heap_t *h = _bk_tls_heap;
   if (h != &_bk_heap_empty && seg->mapped_size <= _bk_opt.cache_cap / THREAD_CACHE_SLOTS &&
       (hot_put(h, seg) || _bk_slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, _bk_os_now_ms()))) {
+    /* No clock read here: a loop of huge blocks reaches the purge pass
+     * through its allocations (every 64th enters _bk_purge_maybe). */
     _bk_purge_note_pending();
-    _bk_purge_tick();
     return;
   }
   _bk_segment_release(seg);
