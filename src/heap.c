@@ -356,7 +356,7 @@ void _bk_heap_thread_done(void *value) {
   _bk_huge_flush_thread_cache(h, 0, true);
   _bk_tls_heap = &_bk_heap_empty;
   _bk_heap_retire_struct(h);
-  _bk_purge_tick();
+  _bk_purge_tick(_bk_os_now_ms());
 }
 
 /* Gives back what this heap holds idle: pages that waited the purge delay
@@ -367,15 +367,11 @@ void _bk_heap_collect_caches(heap_t *h, uint64_t now, bool force) {
   _bk_huge_flush_thread_cache(h, now, force);
 }
 
-static __thread int registry_held __attribute__((tls_model("initial-exec")));
-
-bool _bk_heap_registry_held(void) { return registry_held != 0; }
-
 void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
   pthread_mutex_lock(&registry_lock);
-  registry_held++;
+  _bk_locks_held++;
   for (heap_t *h = registry; h; h = h->next_heap) fn(h, arg);
-  registry_held--;
+  _bk_locks_held--;
   pthread_mutex_unlock(&registry_lock);
 }
 

@@ -312,7 +312,6 @@ BRISK_INTERNAL void _bk_heap_fork_lock(void);
 BRISK_INTERNAL void _bk_heap_fork_unlock(void);
 BRISK_INTERNAL void _bk_heap_process_init(void);
 BRISK_INTERNAL void _bk_heap_collect_own(bool force);
-BRISK_INTERNAL bool _bk_heap_registry_held(void);
 BRISK_INTERNAL void _bk_heap_stats_retired(uint64_t out[4]);
 BRISK_INTERNAL void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg);
 
@@ -328,10 +327,10 @@ BRISK_INTERNAL void _bk_huge_release_heap_blocks(heap_t *h);
 
 BRISK_INTERNAL void _bk_purge_note_pending(void);
 BRISK_INTERNAL void _bk_purge_maybe(heap_t *h);
-BRISK_INTERNAL void _bk_purge_tick(void);
+BRISK_INTERNAL void _bk_purge_tick(uint64_t now);
 /* Locks of brisk's this thread holds around calls that may allocate or free
- * (pool carving, a pool's thread exit, a purge pass): no pass starts under
- * them (the heap registry has its own count, _bk_heap_registry_held). */
+ * (pool carving, a pool's thread exit, a purge pass, a walk of the heap
+ * registry): no pass and no helper thread starts under them. */
 extern __thread int _bk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
 BRISK_INTERNAL void _bk_purge_release_all(void);
 BRISK_INTERNAL void _bk_purge_fork_lock(void);

@@ -61,14 +61,14 @@ static void run_pass(uint64_t now) {
  * thread runs one: never waits. */
 static void pass_if_due(uint64_t now) {
   if (!pass_due(now) || _bk_opt.realtime ||
-      _bk_locks_held || _bk_heap_registry_held() || !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
+      _bk_locks_held || !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
     return;
   if (pthread_mutex_trylock(&pass_lock) != 0) return;
   run_pass(now);
   pthread_mutex_unlock(&pass_lock);
 }
 
-void _bk_purge_tick(void) { pass_if_due(_bk_os_now_ms()); }
+void _bk_purge_tick(uint64_t now) { pass_if_due(now); }
 
 void _bk_purge_quiesce(void) {
   pthread_mutex_lock(&pass_lock);
@@ -128,7 +128,7 @@ void _bk_purge_note_pending(void) {
   if (likely(!_bk_opt.background_purge) || atomic_load(&purger_state) != 0) return;
   /* pthread_create allocates: not while brisk holds a lock, nor before the
    * process is set up. */
-  if (_bk_opt.realtime || _bk_tls_heap == &_bk_heap_empty || _bk_locks_held || _bk_heap_registry_held() ||
+  if (_bk_opt.realtime || _bk_tls_heap == &_bk_heap_empty || _bk_locks_held ||
       !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
     return;
   purger_start();

@@ -406,7 +406,7 @@ bool _bk_cache_put(segment_t *seg) {
   dirty_account(seg, true);
   if (_bk_slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {
     _bk_purge_note_pending();
-    _bk_purge_tick();
+    _bk_purge_tick(seg->cached_at_ms);
     return true;
   }
   dirty_account(seg, false);
