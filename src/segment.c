@@ -398,15 +398,17 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
 
 
 bool _bk_cache_put(segment_t *seg) {
-  seg->cached_at_ms = _bk_os_now_ms();
+  /* A local copy: once in a slot the segment is another thread's to take. */
+  uint64_t now = _bk_os_now_ms();
+  seg->cached_at_ms = now;
   if (!_bk_cache_reserve(seg->mapped_size)) return false;
   if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size >
                           _bk_cache_limit() / 16)
     purge_cached(seg);
   dirty_account(seg, true);
-  if (_bk_slots_put(cache_slots, CACHE_SLOTS, seg, seg->cached_at_ms)) {
+  if (_bk_slots_put(cache_slots, CACHE_SLOTS, seg, now)) {
     _bk_purge_note_pending();
-    _bk_purge_tick(seg->cached_at_ms);
+    _bk_purge_tick(now);
     return true;
   }
   dirty_account(seg, false);
