@@ -5,23 +5,26 @@
  *   free:   chunk map says "ours" -> segment (mask) -> page;
  *           owned by this thread? push page->local_free
  * No lock and no atomic read-modify-write on either; everything else is in
- * _bk_heap_malloc_generic / _bk_free_slow. */
+ * _bk_heap_malloc_generic (heap.c) and _bk_free_slow (alloc.c). */
 #ifndef BRISK_FAST_PATH_H
 #define BRISK_FAST_PATH_H
 
-#include "internal.h"
+#include "core/core.h"
+
+/* The one way a block leaves a page: pg->free is not empty. */
+static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t *pg, size_t size) {
+  block_t *b = pg->free;
+  pg->free = b->next;
+  PUBLISH(pg->used, pg->used + 1);
+  stat_add(&h->stat_requested, size);
+  block_handed_out(b);
+  return b;
+}
 
 static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, size_t size) {
   if (likely(size <= DIRECT_SIZE_MAX)) {
     page_t *pg = h->direct[(size + 15) >> 4];
-    block_t *b = pg->free;
-    if (likely(b != NULL)) {
-      pg->free = b->next;
-      PUBLISH(pg->used, pg->used + 1);
-      stat_add(&h->stat_requested, size);
-      block_handed_out(b);
-      return b;
-    }
+    if (likely(pg->free != NULL)) return page_pop(h, pg, size);
   }
   return _bk_heap_malloc_generic(h, size);
 }

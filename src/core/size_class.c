@@ -1,7 +1,7 @@
 /* Size classes: multiples of 16 up to 128 bytes, then four classes per
  * doubling (waste at most 25%, about 12.5% on average) up to 1 MiB.
- * size_to_class() itself is inline in internal.h: it is on the fast path. */
-#include "internal.h"
+ * size_to_class() itself is inline in types.h: it is on the fast path. */
+#include "core/core.h"
 
 size_t _bk_class_size(unsigned cls) {
   if (cls <= 8) return (size_t)cls * 16;

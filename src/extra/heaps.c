@@ -2,7 +2,9 @@
  * of a thread. They share the thread heaps' machinery; what differs is that
  * all their blocks can be dropped at once, they can be bounded, and they
  * never adopt other threads' memory. */
-#include "fast_path.h"
+#include "extra/extra.h"
+
+#include "core/fast_path.h"
 
 /* NULL is EINVAL; the checked library also verifies that a heap is a live
  * one, and that only the creating thread allocates from it; destroy, reset
@@ -28,7 +30,7 @@ void brisk_heap_destroy(brisk_heap_t *bh) {
   if (!bh) return;
   heap_t *h = heap_checked(bh, "brisk_heap_destroy", false);
   _bk_heap_release_all(h);
-  _bk_heap_retire_struct(h);
+  _bk_heap_unregister(h);
 }
 
 void brisk_heap_reset(brisk_heap_t *bh) {

@@ -8,11 +8,9 @@
  * keeps working gets its memory back and a single-threaded program stays
  * single-threaded. BRISK_BACKGROUND_PURGE adds a helper thread that runs
  * the passes too, for programs that go idle holding freed memory. */
-#include "internal.h"
+#include "core/core.h"
 
-#include <pthread.h>
 #include <signal.h>
-#include <time.h>
 
 /* Relaxed throughout: these are hints. A stale read runs a pass one check
  * early or late; what a pass reads and changes is ordered by pass_lock. */
@@ -26,14 +24,14 @@ BRISK_INTERNAL __thread int _bk_locks_held __attribute__((tls_model("initial-exe
  * out a pass already under way, and brisk_collect runs beside none. */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void purge_heap_cache(heap_t *h, void *now) { _bk_huge_flush_thread_cache(h, *(uint64_t *)now, false); }
+static void purge_heap_warm(heap_t *h, void *now) { _bk_huge_purge_warm(h, *(uint64_t *)now, false); }
 
 static void purge_shared(uint64_t now) {
   atomic_store_explicit(&purge_pending, 0, memory_order_relaxed);
-  _bk_cache_purge(now, false);
-  if (_bk_cache_bytes()) atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
-  _bk_heap_foreach(purge_heap_cache, &now);
-  _bk_segment_drain_abandoned();
+  _bk_segment_cache_purge(now, false);
+  if (_bk_segment_cache_bytes()) atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
+  _bk_heap_foreach(purge_heap_warm, &now);
+  _bk_abandoned_drain();
 }
 
 /* A pass is due half a delay after the last while memory waits to be
@@ -85,8 +83,7 @@ static void *purger_main(void *arg) {
        * newly waiting), and turning the option off ends the thread. */
       uint64_t nap = _bk_opt.purge_delay_ms / 4;
       nap = nap < 5 ? 5 : nap > 250 ? 250 : nap;
-      struct timespec ts = {0, (long)nap * 1000000L};
-      nanosleep(&ts, NULL);
+      _bk_os_sleep_ms((unsigned)nap);
       uint64_t now = _bk_os_now_ms();
       if (!pass_due(now)) continue;
       pthread_mutex_lock(&pass_lock);
@@ -140,7 +137,7 @@ void _bk_purge_maybe(heap_t *h) {
   uint64_t now = _bk_os_now_ms(), half = _bk_opt.purge_delay_ms / 2;
   if (now >= h->next_purge_ms || h->next_purge_ms > now + half) { /* (the delay may have shrunk) */
     h->next_purge_ms = now + half;
-    _bk_heap_collect_caches(h, now, false);
+    _bk_heap_collect_idle(h, now, false);
   }
   pass_if_due(now);
 }
@@ -153,9 +150,9 @@ void _bk_purge_fork_unlock(bool in_child) {
   pthread_mutex_unlock(&pass_lock);
 }
 
-static void flush_heap_cache(heap_t *h, void *arg) {
+static void flush_heap_warm(heap_t *h, void *arg) {
   (void)arg;
-  _bk_huge_flush_thread_cache(h, 0, true);
+  _bk_huge_purge_warm(h, 0, true);
 }
 
 /* Everything cached goes back to the OS. Changes no heap's page lists, so it
@@ -163,16 +160,16 @@ static void flush_heap_cache(heap_t *h, void *arg) {
 void _bk_purge_release_all(void) {
   heap_t *h = _bk_tls_heap;
   uint64_t now = _bk_os_now_ms();
-  if (h != &_bk_heap_empty) _bk_heap_collect_caches(h, now, true);
-  _bk_heap_foreach(flush_heap_cache, NULL);
-  _bk_cache_purge(now, true);
-  _bk_segment_drain_abandoned();
-  _bk_cache_purge(now, true);
+  if (h != &_bk_heap_empty) _bk_heap_collect_idle(h, now, true);
+  _bk_heap_foreach(flush_heap_warm, NULL);
+  _bk_segment_cache_purge(now, true);
+  _bk_abandoned_drain();
+  _bk_segment_cache_purge(now, true);
 }
 
 /* Not beside a shared pass: the pass holds abandoned segments off their
  * list for a while, and those would be missed. */
-void brisk_collect(void) {
+void _bk_collect(void) {
   _bk_heap_collect_own(true);
   pthread_mutex_lock(&pass_lock);
   _bk_locks_held++;

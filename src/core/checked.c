@@ -1,14 +1,9 @@
 /* The checks of the checked library (BRISK_CHECKED): every free is
  * validated before it touches brisk's lists, and a misuse aborts with a
  * message that names it. The release library compiles none of this. */
-#include "internal.h"
+#include "core/core.h"
 
 #if BRISK_CHECKED
-
-void _bk_handle_fatal(const void *handle, uint32_t magic, const char *fn, const char *kind) {
-  if (magic == HANDLE_DEAD) _bk_fatal("%s(%p): %s was destroyed", fn, handle, kind);
-  _bk_fatal("%s(%p): not a %s from brisk_%s_new", fn, handle, kind, kind);
-}
 
 #define FREED_COOKIE ((uintptr_t)0x6272697366726565ull) /* "brisfree" */
 

@@ -1,6 +1,6 @@
 /* Options: one table of names, kinds and ranges; read once from the
  * environment, readable and settable at run time (brisk_option_*). */
-#include "internal.h"
+#include "core/core.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -118,7 +118,7 @@ static bool parse_option(brisk_option_t opt, const char *s, long long *out) {
   return options[opt].kind == OPT_BOOL ? parse_bool(s, out) : parse_number(s, options[opt].kind == OPT_SIZE, out);
 }
 
-const char *brisk_option_name(brisk_option_t opt) {
+const char *_bk_option_name(brisk_option_t opt) {
   return (unsigned)opt < BRISK_OPTION_COUNT ? options[opt].env : NULL;
 }
 
@@ -135,17 +135,17 @@ static int set_reserve(size_t want) {
   return ENOMEM;
 }
 
-int brisk_option_set(brisk_option_t opt, long long v) {
+int _bk_option_set(brisk_option_t opt, long long v) {
   if ((unsigned)opt >= BRISK_OPTION_COUNT || !in_range(&options[opt], v)) return EINVAL;
   switch (opt) {
   case BRISK_OPTION_SHOW_STATS: _bk_opt.show_stats = v; break;
   case BRISK_OPTION_VERBOSE: _bk_opt.verbose = v; break;
   case BRISK_OPTION_PURGE_DELAY_MS: _bk_opt.purge_delay_ms = (uint64_t)v; break;
-  case BRISK_OPTION_MAX_BYTES: brisk_set_max_bytes((size_t)v); break;
+  case BRISK_OPTION_MAX_BYTES: _bk_memory_set_cap((size_t)v); break;
   case BRISK_OPTION_CACHE_CAP: _bk_opt.cache_cap = (size_t)v; break;
   case BRISK_OPTION_HUGEPAGES: _bk_opt.hugepages = v; break;
   case BRISK_OPTION_RESERVE: return set_reserve((size_t)v);
-  case BRISK_OPTION_REALTIME: brisk_set_realtime((int)v); break;
+  case BRISK_OPTION_REALTIME: _bk_set_realtime(v != 0); break;
   case BRISK_OPTION_LEAK_REPORT: _bk_opt.leak_report = v; break;
   case BRISK_OPTION_BACKGROUND_PURGE:
     _bk_opt.background_purge = v;
@@ -156,12 +156,12 @@ int brisk_option_set(brisk_option_t opt, long long v) {
   return 0;
 }
 
-long long brisk_option_get(brisk_option_t opt) {
+long long _bk_option_get(brisk_option_t opt) {
   switch (opt) {
   case BRISK_OPTION_SHOW_STATS: return _bk_opt.show_stats;
   case BRISK_OPTION_VERBOSE: return _bk_opt.verbose;
   case BRISK_OPTION_PURGE_DELAY_MS: return (long long)_bk_opt.purge_delay_ms;
-  case BRISK_OPTION_MAX_BYTES: return (long long)brisk_get_max_bytes();
+  case BRISK_OPTION_MAX_BYTES: return (long long)_bk_memory_cap();
   case BRISK_OPTION_CACHE_CAP: return (long long)_bk_opt.cache_cap;
   case BRISK_OPTION_HUGEPAGES: return _bk_opt.hugepages;
   case BRISK_OPTION_RESERVE: return (long long)_bk_opt.reserve;
@@ -174,8 +174,8 @@ long long brisk_option_get(brisk_option_t opt) {
 
 /* On return, no purge pass is under way on any thread: none starts in
  * realtime mode. */
-void brisk_set_realtime(int on) {
-  _bk_opt.realtime = on != 0;
+void _bk_set_realtime(bool on) {
+  _bk_opt.realtime = on;
   if (on) _bk_purge_quiesce();
 }
 
@@ -245,7 +245,7 @@ static void apply_environment(brisk_option_t opt) {
   else if (!in_range(o, value))
     _bk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
   else
-    brisk_option_set(opt, value); /* RESERVE warns itself when it falls short */
+    _bk_option_set(opt, value); /* RESERVE warns itself when it falls short */
 }
 
 /* Each variable once, at start: a malformed or out-of-range value or an

@@ -1,8 +1,8 @@
 /* Huge blocks (above the largest size class): one block per segment,
- * recycled warm through a small per-thread cache backed by the shared
- * segment cache, so a loop of big allocations makes no system call. Grown in
+ * recycled warm: a few per thread (the heap's warm huge blocks), backed by
+ * the shared segment cache, so a loop of big allocations makes no system call. Grown in
  * place, or moved without copying, with mremap. */
-#include "internal.h"
+#include "core/core.h"
 
 #include <string.h>
 
@@ -26,7 +26,7 @@ static void huge_setup(segment_t *seg, size_t offset) {
   seg->page_shift = 63; /* every offset maps to pages[0] */
   seg->page_count = 1;
   seg->heap = NULL;
-  seg->next = seg->prev = NULL;
+  seg->link.next = seg->link.prev = NULL;
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
 }
 
@@ -36,12 +36,12 @@ static void huge_setup(segment_t *seg, size_t offset) {
  * after mremap has it. The chunks that stay are never touched. */
 static bool resize_in_place(segment_t *seg, size_t size) {
   size_t old = seg->mapped_size;
-  if (size < old) _bk_os_map_range(seg, size, old, false);
-  if (!_bk_os_resize(seg, old, size)) {
-    if (size < old) _bk_os_map_range(seg, size, old, true);
+  if (size < old) _bk_chunk_map_mark(seg, size, old, false);
+  if (!_bk_memory_resize(seg, old, size)) {
+    if (size < old) _bk_chunk_map_mark(seg, size, old, true);
     return false;
   }
-  if (size > old) _bk_os_map_range(seg, old, size, true);
+  if (size > old) _bk_chunk_map_mark(seg, old, size, true);
   PUBLISH(seg->mapped_size, size);
   return true;
 }
@@ -52,10 +52,7 @@ static void heap_link(heap_t *h, segment_t *seg) {
   if (!h->is_explicit) return;
   pthread_mutex_lock(&h->huge_lock);
   seg->heap = h;
-  seg->prev = NULL;
-  seg->next = h->huge_list;
-  if (seg->next) seg->next->prev = seg;
-  h->huge_list = seg;
+  list_push_front(&h->huge_blocks, &seg->link);
   pthread_mutex_unlock(&h->huge_lock);
   atomic_fetch_add_explicit(&h->mapped_bytes, seg->mapped_size, memory_order_relaxed);
 }
@@ -64,9 +61,7 @@ static void heap_unlink(segment_t *seg) {
   heap_t *h = seg->heap;
   if (!h) return;
   pthread_mutex_lock(&h->huge_lock);
-  if (seg->prev) seg->prev->next = seg->next; else h->huge_list = seg->next;
-  if (seg->next) seg->next->prev = seg->prev;
-  seg->next = seg->prev = NULL;
+  list_remove(&h->huge_blocks, &seg->link);
   seg->heap = NULL;
   pthread_mutex_unlock(&h->huge_lock);
   atomic_fetch_sub_explicit(&h->mapped_bytes, seg->mapped_size, memory_order_relaxed);
@@ -75,7 +70,7 @@ static void heap_unlink(segment_t *seg) {
 void _bk_huge_release_heap_blocks(heap_t *h) {
   for (;;) {
     pthread_mutex_lock(&h->huge_lock);
-    segment_t *seg = h->huge_list;
+    segment_t *seg = LIST_FIRST(&h->huge_blocks, segment_t, link);
     pthread_mutex_unlock(&h->huge_lock);
     if (!seg) return;
     _bk_huge_free(seg);
@@ -94,10 +89,10 @@ static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
   segment_t *seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
   if (seg) {
     if (seg->mapped_size >= min && seg->mapped_size <= max) return seg;
-    if (!_bk_slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, _bk_os_now_ms())) _bk_segment_release(seg);
+    if (!_bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, _bk_os_now_ms())) _bk_segment_release(seg);
   }
-  seg = _bk_slots_take(h->huge_cache, THREAD_CACHE_SLOTS, min, max, SEG_HUGE, false);
-  return seg ? seg : _bk_cache_take(min, max, SEG_HUGE);
+  seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, min, max, SEG_HUGE, false);
+  return seg ? seg : _bk_segment_cache_take(min, max, SEG_HUGE);
 }
 
 /* A purge pass (on any thread) over a heap's hot block: taken (and purged,
@@ -110,7 +105,7 @@ static bool hot_purge(heap_t *h, uint64_t now, bool force) {
                                                memory_order_relaxed))
     return false;
   /* Dated one delay back: the slots' pass purges it at once. */
-  if (force || !_bk_slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, now - _bk_opt.purge_delay_ms))
+  if (force || !_bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, now - _bk_opt.purge_delay_ms))
     _bk_segment_release(seg);
   return !force;
 }
@@ -121,20 +116,18 @@ static bool hot_purge(heap_t *h, uint64_t now, bool force) {
  * move frees it; the new one joins after. */
 static segment_t *huge_grow(segment_t *seg, size_t bigger) {
   if (resize_in_place(seg, bigger)) return seg;
-  uint8_t *base;
-  size_t got;
-  segment_t *target = _bk_os_map_aligned(bigger, SEGMENT_SIZE, 0, &base, &got);
+  segment_t *target = _bk_segment_map_space(bigger);
   if (!target) return NULL;
   size_t old_size = seg->mapped_size;
   _bk_segments_remove(seg);
   _bk_segment_mark(seg, false);
-  if (!_bk_os_move(seg, old_size, target, bigger)) {
+  if (!_bk_memory_move(seg, old_size, target, bigger)) {
     _bk_segment_mark(seg, true);
     _bk_segments_add(seg);
-    _bk_os_unmap(target, got);
+    _bk_memory_unmap(target, bigger);
     return NULL;
   }
-  PUBLISH(target->mapped_size, got);
+  PUBLISH(target->mapped_size, bigger);
   _bk_segment_mark(target, true);
   _bk_segments_add(target);
   return target;
@@ -151,7 +144,7 @@ static size_t block_offset_for(const segment_t *seg, size_t align) {
 /* A warm block of about the right size, else a bigger one cut down to size
  * (one mremap, still cheaper than a new mapping and its first touch), else
  * (unless the block must be zeroed) a smaller one of this thread's grown to
- * size: its pages stay warm, only the growth is new, and the thread's cache
+ * size: its pages stay warm, only the growth is new, and the thread's warm blocks
  * does not overflow into the shared one, which would purge what it gets.
  * A bounded heap counts what it maps, so it takes only blocks of its size.
  * Past a segment's alignment only a block of about the right size at a
@@ -178,7 +171,7 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
   }
   if (zero) return NULL;
   seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
-  if (!seg) seg = _bk_slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
+  if (!seg) seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
   if (!seg) return NULL;
   segment_t *grown = huge_grow(seg, mapped);
   if (!grown) _bk_segment_release(seg);
@@ -196,7 +189,7 @@ void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (align < 64) align = 64;
   size_t skew = align > SEGMENT_SIZE ? SEGMENT_SIZE : 0;
   size_t mapped = huge_round((skew ? skew : block_offset_for(NULL, align)) + size);
-  if (!_bk_heap_may_map(h, mapped)) return NULL;
+  if (!heap_may_map(h, mapped)) return NULL;
   segment_t *seg = take_cached(h, mapped, zero, align, size);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   stat_add(&h->stat_requested, size);
@@ -218,11 +211,12 @@ void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
 
 void _bk_huge_free(segment_t *seg) {
   heap_unlink(seg);
-  /* The thread's own cache is bounded by its slots and a per-block cap, and
-   * is not counted against the shared cache's cap: no shared counter here. */
+  /* The thread's warm blocks are bounded by their slots and a per-block
+   * cap, and are not counted against the segment cache's cap: no shared
+   * counter here. */
   heap_t *h = _bk_tls_heap;
-  if (h != &_bk_heap_empty && seg->mapped_size <= _bk_opt.cache_cap / THREAD_CACHE_SLOTS &&
-      (hot_put(h, seg) || _bk_slots_put(h->huge_cache, THREAD_CACHE_SLOTS, seg, _bk_os_now_ms()))) {
+  if (h != &_bk_heap_empty && seg->mapped_size <= _bk_opt.cache_cap / WARM_HUGE_SLOTS &&
+      (hot_put(h, seg) || _bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, _bk_os_now_ms()))) {
     /* No clock read here: a loop of huge blocks reaches the purge pass
      * through its allocations (every 64th enters _bk_purge_maybe). */
     _bk_purge_note_pending();
@@ -249,12 +243,12 @@ void *_bk_huge_realloc(segment_t *seg, void *p, size_t size) {
 
 /* Purges the thread's warm huge blocks that sat for the purge delay; with
  * force, hands all of them to the shared cache (or the OS). */
-void _bk_huge_flush_thread_cache(heap_t *h, uint64_t now, bool force) {
+void _bk_huge_purge_warm(heap_t *h, uint64_t now, bool force) {
   bool pending = hot_purge(h, now, force);
   if (!force) {
-    if (_bk_slots_purge(h->huge_cache, THREAD_CACHE_SLOTS, now, false, false) || pending) _bk_purge_note_pending();
+    if (_bk_slots_purge(h->warm_huge, WARM_HUGE_SLOTS, now, false, false) || pending) _bk_purge_note_pending();
     return;
   }
   segment_t *seg;
-  while ((seg = _bk_slots_take(h->huge_cache, THREAD_CACHE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false))) _bk_segment_release(seg);
+  while ((seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false))) _bk_segment_release(seg);
 }

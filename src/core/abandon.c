@@ -1,0 +1,116 @@
+/* Abandoned segments: segments of exited threads that still hold live
+ * blocks. They wait on one list until a thread adopts them (a heap that
+ * needs a page takes one), or until remote frees have emptied them and a
+ * purge pass drains them back to the cache. Memory of exited threads is
+ * reused, never stranded. */
+#include "core/core.h"
+
+/* The list and its count: pushes and pops hold the lock; the count is also
+ * read without it (relaxed) as a hint that the list is worth locking. */
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static list_t abandoned;
+static _Atomic(size_t) abandoned_count;
+
+void _bk_abandoned_lock(void) { pthread_mutex_lock(&abandoned_lock); }
+void _bk_abandoned_unlock(void) { pthread_mutex_unlock(&abandoned_lock); }
+
+void _bk_abandoned_push(segment_t *seg) {
+  pthread_mutex_lock(&abandoned_lock);
+  list_push_front(&abandoned, &seg->link);
+  atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&abandoned_lock);
+}
+
+segment_t *_bk_abandoned_pop(void) {
+  if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return NULL;
+  pthread_mutex_lock(&abandoned_lock);
+  segment_t *seg = LIST_ENTRY(list_pop_front(&abandoned), segment_t, link);
+  if (seg) atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&abandoned_lock);
+  return seg;
+}
+
+/* Release: a thread that later adopts the segment (and stores its own uid)
+ * is ordered after everything the exiting owner wrote. */
+void _bk_abandon(segment_t *seg) {
+  atomic_store_explicit(&seg->owner_uid, 0, memory_order_release);
+  PUBLISH(seg->state, SEG_STATE_ABANDONED);
+  _bk_segment_pages_delta(seg, -(long)seg->pages_in_use);
+  seg->heap = NULL;
+  _bk_abandoned_push(seg);
+}
+
+/* Collects every in-use page of a segment that no thread is using. Empty
+ * pages are freed; live ones join the adopter's queues, or with no adopter
+ * are set so that all later remote frees go to the page itself. Returns how
+ * many pages still hold blocks. */
+uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter) {
+  if (adopter) seg->heap = NULL; /* counted into the adopter below */
+  for (uint32_t i = 0; i < seg->page_count; i++) {
+    page_t *pg = &seg->pages[i];
+    if (!pg->in_use) continue;
+    _bk_page_set_delayed(pg, adopter ? DELAYED_NONE : DELAYED_NEVER, false);
+    /* Release: a remote free that reads the new heap sees it set up. */
+    atomic_store_explicit(&pg->heap, adopter, memory_order_release);
+    _bk_page_collect(pg);
+    PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL)); /* PAGE_HAS_ALIGNED must stay */
+    pg->link.next = pg->link.prev = NULL;
+    if (pg->used == 0) _bk_segment_page_freed(seg, pg);
+    else if (adopter) _bk_heap_queue_push(adopter, pg);
+  }
+  if (adopter) {
+    seg->heap = adopter;
+    _bk_segment_pages_delta(seg, (long)seg->pages_in_use);
+  }
+  return seg->pages_in_use;
+}
+
+/* h takes one abandoned segment: its live pages join h's queues, and its
+ * free pages are the next h uses. False when none waits. */
+bool _bk_abandoned_adopt(heap_t *h) {
+  segment_t *seg = _bk_abandoned_pop();
+  if (!seg) return false;
+  atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
+  PUBLISH(seg->state, SEG_STATE_OWNED);
+  uint32_t live = _bk_segment_collect_pages(seg, h);
+  if (live == 0 && !list_is_empty(&h->segments[seg->kind])) {
+    _bk_segment_release(seg);
+    return true;
+  }
+  list_push_front(&h->segments[seg->kind], &seg->link);
+  return true;
+}
+
+/* Releases abandoned segments that remote frees have emptied, so memory of
+ * exited threads returns even if no thread ever adopts it. */
+size_t _bk_abandoned_drain(void) {
+  size_t n = atomic_load_explicit(&abandoned_count, memory_order_relaxed), released = 0;
+  list_t keep = {0};
+  while (n-- > 0) {
+    segment_t *seg = _bk_abandoned_pop();
+    if (!seg) break;
+    if (_bk_segment_collect_pages(seg, NULL) == 0) {
+      _bk_segment_release(seg);
+      released++;
+    } else {
+      _bk_segment_purge_pages(seg, _bk_os_now_ms(), false); /* nobody else will */
+      list_push_front(&keep, &seg->link);
+    }
+  }
+  list_node_t *node;
+  while ((node = list_pop_front(&keep))) _bk_abandoned_push(LIST_ENTRY(node, segment_t, link));
+  return released;
+}
+
+int _bk_abandoned_foreach(int (*fn)(segment_t *, void *), void *arg) {
+  list_t taken = {0};
+  segment_t *seg;
+  int rc = 0;
+  while (!rc && (seg = _bk_abandoned_pop())) {
+    rc = fn(seg, arg);
+    list_push_front(&taken, &seg->link);
+  }
+  list_node_t *n;
+  while ((n = list_pop_front(&taken))) _bk_abandoned_push(LIST_ENTRY(n, segment_t, link));
+  return rc;
+}

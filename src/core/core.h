@@ -1,0 +1,163 @@
+/* The core layer: the allocator itself. Data in types.h, the fast path in
+ * fast_path.h; this header declares every core function, by file, in the
+ * order the files build on each other (lowest first). The layers above
+ * (extra/, api/) use what is marked "for the layers above"; the rest is
+ * core's own. Core defines no public symbol: brisk.h is implemented in
+ * extra/ and api/. */
+#ifndef BRISK_CORE_H
+#define BRISK_CORE_H
+
+#include "core/types.h"
+
+/* ---- size_class.c: the size classes ------------------------------------- */
+BRISK_INTERNAL size_t _bk_class_size(unsigned cls);
+BRISK_INTERNAL unsigned _bk_class_segment_kind(unsigned cls);
+
+/* ---- chunk_map.c: which addresses are brisk's ---------------------------- */
+BRISK_INTERNAL void _bk_chunk_map_mark(const void *header, size_t from, size_t to, bool on);
+
+/* ---- memory.c: mapped bytes, within the cap (BRISK_MAX_BYTES) ----------- */
+/* NULL when the cap (then *over_cap) or the OS refuses; nothing released. */
+BRISK_INTERNAL void *_bk_memory_map(size_t size, size_t align, size_t skew, bool *over_cap);
+BRISK_INTERNAL void _bk_memory_unmap(void *p, size_t size);
+BRISK_INTERNAL bool _bk_memory_purge(void *p, size_t size);
+BRISK_INTERNAL bool _bk_memory_resize(void *p, size_t old_size, size_t new_size);
+BRISK_INTERNAL bool _bk_memory_move(void *p, size_t old_size, void *target, size_t new_size);
+BRISK_INTERNAL void _bk_memory_cap_refused(size_t size);
+BRISK_INTERNAL void _bk_memory_set_cap(size_t bytes);  /* for the layers above */
+BRISK_INTERNAL size_t _bk_memory_cap(void);            /* for the layers above */
+BRISK_INTERNAL size_t _bk_memory_mapped(void);         /* for the layers above */
+BRISK_INTERNAL size_t _bk_memory_peak(void);           /* for the layers above */
+
+/* ---- registry.c: every mapped segment (for the layers above: walks) ---- */
+BRISK_INTERNAL void _bk_segments_add(segment_t *seg);
+BRISK_INTERNAL void _bk_segments_remove(segment_t *seg);
+BRISK_INTERNAL void _bk_segments_lock(void);
+BRISK_INTERNAL void _bk_segments_unlock(void);
+BRISK_INTERNAL segment_t *_bk_segments_first(void);
+BRISK_INTERNAL segment_t *_bk_segments_next(segment_t *seg);
+
+/* ---- page.c: a page's blocks and its owner's lists ---------------------- */
+BRISK_INTERNAL void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h);
+BRISK_INTERNAL void _bk_page_extend(page_t *pg);
+BRISK_INTERNAL void _bk_page_collect(page_t *pg);
+BRISK_INTERNAL block_t *_bk_page_block_start(const page_t *pg, const void *p);
+
+/* ---- remote_free.c: blocks freed by other threads ----------------------- */
+BRISK_INTERNAL bool _bk_page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty);
+BRISK_INTERNAL void _bk_page_free_remote(page_t *pg, block_t *b);
+BRISK_INTERNAL void _bk_page_fork_gate_close(void);
+BRISK_INTERNAL void _bk_page_fork_gate_open(bool in_child);
+
+/* ---- segment.c: segments and the pages in them -------------------------- */
+BRISK_INTERNAL segment_t *_bk_segment_map(size_t size, size_t align, size_t skew);
+BRISK_INTERNAL void *_bk_segment_map_space(size_t size);
+BRISK_INTERNAL void _bk_segment_mark(segment_t *seg, bool on);
+BRISK_INTERNAL void _bk_segment_unmap(segment_t *seg);
+BRISK_INTERNAL page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind);
+BRISK_INTERNAL void _bk_segment_page_release(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_segment_page_freed(segment_t *seg, page_t *pg);
+BRISK_INTERNAL void _bk_segment_pages_delta(segment_t *seg, long pages);
+BRISK_INTERNAL void _bk_segment_release(segment_t *seg);
+BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force);
+BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
+
+/* ---- segment_cache.c: free segments any thread may take ---------------- */
+/* The shared cache holds BRISK_RESERVE, so a reserve can be no larger than
+ * its slots hold. */
+#define SEGMENT_CACHE_SLOTS 256
+#define RESERVE_MAX ((size_t)SEGMENT_CACHE_SLOTS * SEGMENT_SIZE)
+BRISK_INTERNAL bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
+BRISK_INTERNAL segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
+                                         unsigned kind, bool counted);
+BRISK_INTERNAL bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted);
+BRISK_INTERNAL bool _bk_segment_cache_put(segment_t *seg);
+BRISK_INTERNAL segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind);
+BRISK_INTERNAL void _bk_segment_cache_purge(uint64_t now, bool force);
+BRISK_INTERNAL size_t _bk_segment_cache_bytes(void);
+
+/* ---- abandon.c: segments of exited threads ------------------------------ */
+BRISK_INTERNAL void _bk_abandon(segment_t *seg);
+BRISK_INTERNAL segment_t *_bk_abandoned_pop(void);
+BRISK_INTERNAL void _bk_abandoned_push(segment_t *seg);
+BRISK_INTERNAL uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter);
+BRISK_INTERNAL bool _bk_abandoned_adopt(heap_t *h);
+BRISK_INTERNAL size_t _bk_abandoned_drain(void);
+/* For the layers above: fn on each abandoned segment, held off the list
+ * meanwhile, until fn returns nonzero (which this returns). */
+BRISK_INTERNAL int _bk_abandoned_foreach(int (*fn)(segment_t *, void *), void *arg);
+BRISK_INTERNAL void _bk_abandoned_lock(void);
+BRISK_INTERNAL void _bk_abandoned_unlock(void);
+
+/* ---- heap.c: the allocation and free slow paths ------------------------- */
+BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
+BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p);
+BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_queue_push(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
+
+/* ---- heap_life.c: heaps created, registered, ended ---------------------- */
+BRISK_INTERNAL heap_t *_bk_heap_get_initialized(void);
+BRISK_INTERNAL heap_t *_bk_heap_create(bool is_explicit);
+BRISK_INTERNAL void _bk_heap_unregister(heap_t *h);
+BRISK_INTERNAL void _bk_heap_release_all(heap_t *h);
+BRISK_INTERNAL void _bk_heap_thread_done(void *value);
+BRISK_INTERNAL void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force);
+BRISK_INTERNAL void _bk_heap_collect_own(bool force);
+BRISK_INTERNAL void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg);
+/* Counters of heaps gone: requested, cache hits, cache misses, thread exits. */
+BRISK_INTERNAL void _bk_heap_exited_totals(uint64_t out[4]);
+BRISK_INTERNAL void _bk_heap_fork_lock(void);
+BRISK_INTERNAL void _bk_heap_fork_unlock(void);
+BRISK_INTERNAL void _bk_heap_process_init(void);
+
+/* A bounded (explicit) heap refuses to hold more than max_bytes. */
+static inline bool heap_may_map(heap_t *h, size_t bytes) {
+  if (!h->max_bytes) return true;
+  if (atomic_load_explicit(&h->mapped_bytes, memory_order_relaxed) + bytes <= h->max_bytes) return true;
+  errno = ENOMEM;
+  return false;
+}
+
+/* ---- huge.c: blocks above the largest class ----------------------------- */
+BRISK_INTERNAL void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero);
+BRISK_INTERNAL void _bk_huge_free(segment_t *seg);
+BRISK_INTERNAL void *_bk_huge_realloc(segment_t *seg, void *p, size_t size);
+BRISK_INTERNAL void _bk_huge_purge_warm(heap_t *h, uint64_t now, bool force);
+BRISK_INTERNAL void _bk_huge_release_heap_blocks(heap_t *h);
+
+/* ---- purge.c: memory back to the OS ------------------------------------- */
+/* Locks of brisk's this thread holds around calls that may allocate or free
+ * (pool carving, a pool's thread exit, a purge pass, a walk of the heap
+ * registry): no pass and no helper thread starts under them. */
+extern __thread int _bk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+BRISK_INTERNAL void _bk_purge_note_pending(void);
+BRISK_INTERNAL void _bk_purge_maybe(heap_t *h);
+BRISK_INTERNAL void _bk_purge_tick(uint64_t now);
+BRISK_INTERNAL void _bk_purge_release_all(void);
+BRISK_INTERNAL void _bk_purge_quiesce(void);
+BRISK_INTERNAL void _bk_purge_fork_lock(void);
+BRISK_INTERNAL void _bk_purge_fork_unlock(bool in_child);
+BRISK_INTERNAL void _bk_collect(void);                 /* for the layers above */
+
+/* ---- alloc.c: calloc, realloc, aligned, sizes, foreign pointers --------- */
+BRISK_INTERNAL void _bk_free_slow(void *p);
+BRISK_INTERNAL size_t _bk_usable_size(const void *p);
+BRISK_INTERNAL void *_bk_block_start_of(const void *p);
+BRISK_INTERNAL void *_bk_calloc_in(heap_t *h, size_t count, size_t size);
+BRISK_INTERNAL void *_bk_realloc_in(heap_t *h, void *p, size_t size);
+BRISK_INTERNAL void *_bk_aligned_in(heap_t *h, size_t align, size_t size);
+
+/* ---- checked.c: the checked library's free ------------------------------ */
+BRISK_INTERNAL void _bk_checked_free(void *p);
+
+/* ---- options.c and process.c: knobs and start-up ----------------------- */
+BRISK_INTERNAL int _bk_option_set(brisk_option_t opt, long long v);
+BRISK_INTERNAL long long _bk_option_get(brisk_option_t opt);
+BRISK_INTERNAL const char *_bk_option_name(brisk_option_t opt);
+BRISK_INTERNAL void _bk_set_realtime(bool on);
+BRISK_INTERNAL void _bk_options_read_environment(void);
+BRISK_INTERNAL void _bk_process_init(void);
+BRISK_INTERNAL extern _Atomic(int) _bk_process_ready;
+
+#endif

@@ -1,0 +1,186 @@
+/* A heap's life: created for a thread (or by brisk_heap_new), listed in
+ * the registry of live heaps, ended with its thread (its segments go to the
+ * cache or are abandoned) or destroyed whole. */
+#include "core/core.h"
+
+#include <string.h>
+
+#include "ds/quarantine.h"
+
+/* The registry lock guards `registry`, `spare_heaps` and exited_totals. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static list_t registry;          /* live heaps */
+static quarantine_t spare_heaps; /* structs of exited threads and destroyed heaps, for reuse */
+static uint64_t exited_totals[4];
+static _Atomic(uint64_t) next_uid = 1;
+static pthread_key_t thread_key;
+static _Atomic(int) thread_key_ready;
+
+/* Heap structs live in mappings never given back, so that a destroyed
+ * heap's handle still reads a struct (marked dead, see HANDLE_QUARANTINE). */
+static heap_t *heap_struct_alloc(void) {
+  static uint8_t *chunk, *chunk_end;
+  heap_t *h = LIST_ENTRY(quarantine_take(&spare_heaps, HANDLE_QUARANTINE), heap_t, registry_link);
+  if (h) return h;
+  size_t size = align_up(sizeof(heap_t), 64);
+  if (!chunk || chunk + size > chunk_end) {
+    size_t len = 64 * size;
+    void *m = _bk_os_map(len, 0, 0);
+    if (!m) return NULL;
+    chunk = m;
+    chunk_end = chunk + len;
+  }
+  h = (heap_t *)chunk;
+  chunk += size;
+  return h;
+}
+
+static void heap_reset_fields(heap_t *h) {
+  for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct[i] = &_bk_page_empty;
+  memset(h->queues, 0, sizeof h->queues);
+  memset(&h->full, 0, sizeof h->full);
+  memset(h->segments, 0, sizeof h->segments);
+  h->stat_requested = h->stat_cache_hits = h->stat_cache_misses = 0;
+  atomic_store_explicit(&h->delayed_free, NULL, memory_order_relaxed);
+  atomic_store_explicit(&h->mapped_bytes, 0, memory_order_relaxed);
+  memset(&h->huge_blocks, 0, sizeof h->huge_blocks);
+  h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
+}
+
+/* A new heap in the registry (so purge passes and stats see it). */
+heap_t *_bk_heap_create(bool is_explicit) {
+  _bk_process_init();
+  pthread_mutex_lock(&registry_lock);
+  heap_t *h = heap_struct_alloc();
+  if (h) {
+    memset(h, 0, sizeof *h);
+    heap_reset_fields(h);
+    h->is_explicit = is_explicit;
+    if (is_explicit) h->magic = HEAP_MAGIC;
+    h->owner_thread = pthread_self();
+    pthread_mutex_init(&h->huge_lock, NULL);
+    list_push_front(&registry, &h->registry_link);
+  }
+  pthread_mutex_unlock(&registry_lock);
+  if (!h) errno = ENOMEM;
+  return h;
+}
+
+void _bk_heap_exited_totals(uint64_t out[4]) {
+  pthread_mutex_lock(&registry_lock);
+  memcpy(out, exited_totals, sizeof exited_totals);
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* Out of the registry; the struct waits in the quarantine for the next heap. */
+void _bk_heap_unregister(heap_t *h) {
+  pthread_mutex_lock(&registry_lock);
+  exited_totals[0] += h->stat_requested;
+  exited_totals[1] += h->stat_cache_hits;
+  exited_totals[2] += h->stat_cache_misses;
+  exited_totals[3] += !h->is_explicit;
+  list_remove(&registry, &h->registry_link);
+  h->magic = h->is_explicit ? HANDLE_DEAD : 0;
+  quarantine_put(&spare_heaps, &h->registry_link);
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* Drops every block of an explicit heap at once: its segments and huge
+ * blocks go back to the caches whatever they hold. */
+void _bk_heap_release_all(heap_t *h) {
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++) {
+    list_node_t *n;
+    while ((n = list_pop_front(&h->segments[kind]))) _bk_segment_release(LIST_ENTRY(n, segment_t, link));
+  }
+  _bk_huge_release_heap_blocks(h);
+  _bk_huge_purge_warm(h, 0, true);
+  heap_reset_fields(h);
+}
+
+heap_t *_bk_heap_get_initialized(void) {
+  heap_t *h = _bk_tls_heap;
+  if (h != &_bk_heap_empty) return h;
+  h = _bk_heap_create(false);
+  if (!h) return NULL;
+  _bk_tls_heap = h;
+  /* Acquire: pairs with the release below, so thread_key is set up. */
+  if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) pthread_setspecific(thread_key, h);
+  return h;
+}
+
+/* Called once per process (before or from the first allocation). */
+void _bk_heap_process_init(void) {
+  if (pthread_key_create(&thread_key, _bk_heap_thread_done) == 0)
+    atomic_store_explicit(&thread_key_ready, 1, memory_order_release);
+}
+
+static void set_pages_never_delayed(heap_t *h) {
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
+    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg; seg = LIST_NEXT(seg, segment_t, link))
+      for (uint32_t i = 0; i < seg->page_count; i++)
+        if (seg->pages[i].in_use) _bk_page_set_delayed(&seg->pages[i], DELAYED_NEVER, false);
+}
+
+/* Thread exit: pages still holding blocks go with their segments to the
+ * abandoned list; everything empty goes back to the caches. */
+void _bk_heap_thread_done(void *value) {
+  heap_t *h = value ? (heap_t *)value : _bk_tls_heap;
+  if (h == &_bk_heap_empty) return;
+  _bk_tls_heap = h; /* frees below must see the heap as local */
+  _bk_heap_take_delayed(h);
+  /* Waits out remote threads mid-way through a delayed free; after this no
+   * remote thread reads this heap again. */
+  set_pages_never_delayed(h);
+  _bk_heap_take_delayed(h);
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++) {
+    list_node_t *n;
+    while ((n = list_pop_front(&h->segments[kind]))) {
+      segment_t *seg = LIST_ENTRY(n, segment_t, link);
+      if (_bk_segment_collect_pages(seg, NULL) == 0) _bk_segment_release(seg);
+      else _bk_abandon(seg);
+    }
+  }
+  _bk_huge_purge_warm(h, 0, true);
+  _bk_tls_heap = &_bk_heap_empty;
+  _bk_heap_unregister(h);
+  _bk_purge_tick(_bk_os_now_ms());
+}
+
+/* Gives back what this heap holds idle: pages that waited the purge delay
+ * (all with force) and, with force, its warm huge blocks. */
+void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force) {
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
+    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg; seg = LIST_NEXT(seg, segment_t, link))
+      _bk_segment_purge_pages(seg, now, force);
+  _bk_huge_purge_warm(h, now, force);
+}
+
+void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
+  pthread_mutex_lock(&registry_lock);
+  _bk_locks_held++;
+  for (heap_t *h = LIST_FIRST(&registry, heap_t, registry_link); h; h = LIST_NEXT(h, heap_t, registry_link)) fn(h, arg);
+  _bk_locks_held--;
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* fork: the registry, then each explicit heap's huge-block lock (the
+ * registry keeps the list of heaps still while they are taken). */
+void _bk_heap_fork_lock(void) {
+  pthread_mutex_lock(&registry_lock);
+  for (heap_t *h = LIST_FIRST(&registry, heap_t, registry_link); h; h = LIST_NEXT(h, heap_t, registry_link))
+    if (h->is_explicit) pthread_mutex_lock(&h->huge_lock);
+}
+
+void _bk_heap_fork_unlock(void) {
+  for (heap_t *h = LIST_FIRST(&registry, heap_t, registry_link); h; h = LIST_NEXT(h, heap_t, registry_link))
+    if (h->is_explicit) pthread_mutex_unlock(&h->huge_lock);
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* The thread's own pending work, for brisk_collect. */
+void _bk_heap_collect_own(bool force) {
+  heap_t *h = _bk_tls_heap;
+  if (h == &_bk_heap_empty) return;
+  _bk_heap_take_delayed(h);
+  _bk_heap_collect_idle(h, _bk_os_now_ms(), force);
+}

@@ -1,0 +1,86 @@
+/* Pages: a run of equal blocks with three free lists.
+ *   free        blocks ready to hand out (owner only)
+ *   local_free  blocks the owner freed; moved to `free` when it runs dry
+ *   thread_free blocks other threads freed (atomic LIFO, owner collects)
+ * Splitting owner frees from allocation keeps the allocation list short-lived
+ * and lets the owner batch the atomic exchange with remote frees. */
+#include "core/core.h"
+
+/* Thread at most this many bytes of fresh blocks at a time, so a page is
+ * touched (and committed) only as fast as it is used. */
+#define EXTEND_BYTES (16 * 1024)
+
+void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
+  size_t area;
+  pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
+  PUBLISH(pg->block_size, _bk_class_size(cls));
+  pg->reserved = (uint32_t)(area / pg->block_size);
+  PUBLISH(pg->capacity, 0);
+  PUBLISH(pg->used, 0);
+  pg->free = NULL;
+  pg->local_free = NULL;
+  PUBLISH(pg->flags, 0);
+  PUBLISH(pg->size_class, (uint8_t)cls);
+  PUBLISH(pg->in_use, 1);
+  pg->link.next = pg->link.prev = NULL;
+  atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
+  atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
+  _bk_page_extend(pg);
+}
+
+void _bk_page_extend(page_t *pg) {
+  size_t bsize = pg->block_size;
+  size_t count = EXTEND_BYTES / bsize;
+  if (count == 0) count = 1;
+  if (count > pg->reserved - pg->capacity) count = pg->reserved - pg->capacity;
+  if (count == 0) return;
+  uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
+  uint8_t *last = first + (count - 1) * bsize;
+  for (uint8_t *b = first; b < last; b += bsize) ((block_t *)b)->next = (block_t *)(b + bsize);
+  ((block_t *)last)->next = pg->free;
+  pg->free = (block_t *)first;
+  PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);
+}
+
+/* Takes the remote frees and their count, keeping the delayed state bits
+ * as they are. */
+static block_t *take_thread_free(page_t *pg, uint32_t *count) {
+  uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
+  while (tf & ~TF_STATE_MASK) {
+    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, tf & TF_STATE_MASK,
+                                              memory_order_acquire, memory_order_relaxed)) {
+      *count = (uint32_t)(tf >> TF_COUNT_SHIFT);
+      return tf_list(tf);
+    }
+  }
+  return NULL;
+}
+
+/* Remote frees join the page's lists without a walk (their blocks are cold:
+ * other threads wrote them last), unless both lists are in use. */
+void _bk_page_collect(page_t *pg) {
+  uint32_t n = 0;
+  block_t *remote = take_thread_free(pg, &n);
+  if (remote) {
+    PUBLISH(pg->used, pg->used - n);
+    if (!pg->free) {
+      pg->free = remote;
+    } else if (!pg->local_free) {
+      pg->local_free = remote;
+    } else {
+      block_t *tail = remote;
+      while (tail->next) tail = tail->next;
+      tail->next = pg->local_free;
+      pg->local_free = remote;
+    }
+  }
+  if (!pg->free) {
+    pg->free = pg->local_free;
+    pg->local_free = NULL;
+  }
+}
+
+block_t *_bk_page_block_start(const page_t *pg, const void *p) {
+  size_t off = (size_t)((const uint8_t *)p - pg->start);
+  return (block_t *)(pg->start + off - off % pg->block_size);
+}

@@ -1,0 +1,188 @@
+/* Segments: 4 MiB-aligned mappings carved into pages, owned by one heap.
+ * A segment is mapped (and marked in the chunk map and the registry), hands
+ * its free pages to its heap, takes them back, and goes to the segment
+ * cache when its last page is free. */
+#include "core/core.h"
+
+static const uint8_t kind_page_shift[PAGED_KINDS] = {SMALL_PAGE_SHIFT, MEDIUM_PAGE_SHIFT, LARGE_PAGE_SHIFT};
+
+/* ---- Mapping ------------------------------------------------------------ */
+
+/* When the OS or the cap refuses, cached memory is released and the map
+ * retried once: the caches are the memory brisk may give up. */
+static void *map_with_retry(size_t size, size_t align, size_t skew) {
+  bool over_cap = false;
+  void *p = _bk_memory_map(size, align, skew, &over_cap);
+  if (p) return p;
+  _bk_purge_release_all();
+  over_cap = false;
+  p = _bk_memory_map(size, align, skew, &over_cap);
+  if (p) return p;
+  if (over_cap) _bk_memory_cap_refused(size);
+  errno = ENOMEM;
+  return NULL;
+}
+
+void _bk_segment_mark(segment_t *seg, bool on) { _bk_chunk_map_mark(seg, 0, seg->mapped_size, on); }
+
+/* A fresh segment-aligned mapping of `size` bytes, marked in the chunk map
+ * and in the registry; placed so that seg + skew is a multiple of align
+ * (a multiple of SEGMENT_SIZE). */
+segment_t *_bk_segment_map(size_t size, size_t align, size_t skew) {
+  segment_t *seg = map_with_retry(size, align, skew);
+  if (!seg) return NULL;
+  PUBLISH(seg->mapped_size, size);
+  _bk_segment_mark(seg, true);
+  _bk_segments_add(seg);
+  return seg;
+}
+
+/* Segment-aligned space for a huge block to move onto (huge.c): counted,
+ * but neither marked nor registered until the move is done. */
+void *_bk_segment_map_space(size_t size) { return map_with_retry(size, SEGMENT_SIZE, 0); }
+
+/* Out of the chunk map before the range is free for others to map. */
+void _bk_segment_unmap(segment_t *seg) {
+  _bk_segments_remove(seg);
+  _bk_segment_mark(seg, false);
+  _bk_memory_unmap(seg, seg->mapped_size);
+}
+
+/* ---- Pages of a heap's segments ----------------------------------------- *
+ * A heap keeps its segments of each kind in a list, those with a free page
+ * in front, so finding a free page looks at the first segment only. */
+
+/* A heap's mapped_bytes counts the pages (and huge blocks) it holds. */
+void _bk_segment_pages_delta(segment_t *seg, long pages) {
+  if (seg->heap)
+    atomic_fetch_add_explicit(&seg->heap->mapped_bytes, (size_t)(pages * ((long)1 << seg->page_shift)),
+                              memory_order_relaxed);
+}
+
+static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
+  seg->page_shift = kind_page_shift[kind];
+  seg->page_count = (uint32_t)(SEGMENT_SIZE >> seg->page_shift);
+  seg->pages_in_use = 0;
+  seg->free_page_mask = seg->page_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << seg->page_count) - 1);
+  for (uint32_t i = 0; i < seg->page_count; i++) {
+    PUBLISH(seg->pages[i].in_use, 0);
+    PUBLISH(seg->pages[i].needs_purge, 0);
+  }
+  seg->heap = h;
+  PUBLISH(seg->kind, (uint8_t)kind);
+  PUBLISH(seg->state, SEG_STATE_OWNED);
+  atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
+}
+
+static segment_t *segment_new(heap_t *h, unsigned kind) {
+  segment_t *seg = _bk_segment_cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
+  stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
+  if (!seg && !(seg = _bk_segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0))) return NULL;
+  seg->block_offset = 0;
+  PUBLISH(seg->purged, 0);
+  segment_setup(seg, h, kind);
+  list_push_front(&h->segments[kind], &seg->link);
+  return seg;
+}
+
+/* A free page of `kind` from h's segments, or from a new segment. */
+page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind) {
+  if (!heap_may_map(h, (size_t)1 << kind_page_shift[kind])) return NULL;
+  segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link);
+  if (!seg || !seg->free_page_mask) seg = segment_new(h, kind);
+  if (!seg) return NULL;
+  unsigned idx = (unsigned)__builtin_ctzll(seg->free_page_mask);
+  seg->free_page_mask &= ~((uint64_t)1 << idx);
+  seg->pages_in_use++;
+  _bk_segment_pages_delta(seg, 1);
+  if (!seg->free_page_mask) list_move_to_back(&h->segments[kind], &seg->link);
+  page_t *pg = &seg->pages[idx];
+  PUBLISH(pg->needs_purge, 0);
+  return pg;
+}
+
+/* The page holds no block any more: it is free in its segment, dirty until
+ * a purge gives its memory back. */
+void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
+  size_t idx = (size_t)(pg - seg->pages);
+  BRISK_ASSERT(pg->in_use && !((seg->free_page_mask >> idx) & 1) && seg->pages_in_use > 0);
+  PUBLISH(pg->in_use, 0);
+  PUBLISH(pg->needs_purge, 1);
+  pg->released_at_ms = _bk_os_now_ms();
+  pg->free = pg->local_free = NULL;
+  seg->free_page_mask |= (uint64_t)1 << idx;
+  seg->pages_in_use--;
+  _bk_segment_pages_delta(seg, -1);
+}
+
+/* Gives the page back to its segment, and the segment to the cache once
+ * empty (keeping one per kind for reuse). */
+void _bk_segment_page_release(heap_t *h, page_t *pg) {
+  segment_t *seg = segment_of(pg);
+  list_t *list = &h->segments[seg->kind];
+  _bk_segment_page_freed(seg, pg);
+  list_move_to_front(list, &seg->link);
+  if (seg->pages_in_use == 0 && seg->link.next) {
+    list_remove(list, &seg->link);
+    _bk_segment_release(seg);
+  }
+}
+
+/* ---- Segments without a heap -------------------------------------------- */
+
+/* To the segment cache, or to the OS when the cache is full. */
+void _bk_segment_release(segment_t *seg) {
+  /* Relaxed: nobody owns it now, and whoever takes it next from the cache
+   * gets it through the cache slot's acquire. */
+  atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
+  _bk_segment_pages_delta(seg, -(long)seg->pages_in_use);
+  seg->heap = NULL;
+  if (!_bk_segment_cache_put(seg)) _bk_segment_unmap(seg);
+}
+
+/* Purges free pages that have been idle for the purge delay (all with force).
+ * Neighbouring pages are given back in one call. */
+void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
+  uint32_t run_first = 0;
+  uint8_t *run = NULL;
+  size_t run_len = 0;
+  for (uint32_t i = 0; i <= seg->page_count; i++) {
+    page_t *pg = i < seg->page_count ? &seg->pages[i] : NULL;
+    if (pg && !pg->in_use && pg->needs_purge &&
+        (force || now - pg->released_at_ms >= _bk_opt.purge_delay_ms)) {
+      size_t len;
+      uint8_t *start = page_area(seg, i, &len);
+      if (!run) {
+        run = start;
+        run_first = i;
+      }
+      run_len = (size_t)(start + len - run);
+      continue;
+    }
+    /* A purge that did not happen (realtime mode) leaves the pages dirty. */
+    if (run && _bk_memory_purge(run, run_len))
+      for (uint32_t k = run_first; k < i; k++) PUBLISH(seg->pages[k].needs_purge, 0);
+    run = NULL;
+  }
+}
+
+/* Maps `bytes` of segments into the cache now (BRISK_RESERVE), touching
+ * them in realtime mode so that first use takes no page fault either.
+ * Returns the bytes it could place: short when the mapped-bytes cap or the
+ * OS refuses, or when the cache's slots are full. */
+size_t _bk_segment_reserve(size_t bytes) {
+  size_t n = (bytes + SEGMENT_SIZE - 1) / SEGMENT_SIZE, placed = 0;
+  while (n-- > 0) {
+    segment_t *seg = _bk_segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0);
+    if (!seg) break;
+    PUBLISH(seg->kind, SEG_SMALL);
+    if (_bk_opt.realtime)
+      for (size_t off = 0; off < SEGMENT_SIZE; off += OS_PAGE_SIZE) ((volatile uint8_t *)seg)[off] = 0;
+    if (!_bk_segment_cache_put(seg)) {
+      _bk_segment_unmap(seg);
+      break;
+    }
+    placed += SEGMENT_SIZE;
+  }
+  return placed < bytes ? placed : bytes;
+}

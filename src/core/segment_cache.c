@@ -1,0 +1,166 @@
+/* The segment cache: free segments (empty paged segments and huge blocks)
+ * that any thread may take, so that a segment freed by one thread is reused
+ * by the next that needs one without a system call. Bounded by
+ * BRISK_CACHE_CAP (plus BRISK_RESERVE); what sits unused for the purge
+ * delay is purged, and much later unmapped.
+ *
+ * The same lock-free slots (_bk_slots_*) hold each heap's warm huge blocks
+ * (huge.c), uncounted there.
+ */
+#include "core/core.h"
+
+/* A fixed array of slots. A slot's segment pointer is claimed by CAS; its
+ * size and time are hints read without ownership and checked after the
+ * claim, so the header of a segment is only touched by whoever holds it. */
+
+#define TAG_PURGED 4
+#define UNMAP_DELAY_FACTOR 20
+
+static cache_slot_t cache_slots[SEGMENT_CACHE_SLOTS];
+static _Atomic(size_t) cached_bytes;
+
+/* Unpurged bytes in the shared cache. Past a sixteenth of the cache cap a
+ * segment is purged as it comes in, so that bursts of freed segments (many
+ * threads exiting at once) cannot hold memory for a whole purge delay. */
+static _Atomic(size_t) cached_dirty;
+
+static void dirty_account(segment_t *seg, bool add) {
+  if (seg->purged) return;
+  if (add) atomic_fetch_add_explicit(&cached_dirty, seg->mapped_size, memory_order_relaxed);
+  else atomic_fetch_sub_explicit(&cached_dirty, seg->mapped_size, memory_order_relaxed);
+}
+
+static void purge_cached(segment_t *seg);
+
+static size_t slot_tag(const segment_t *seg) {
+  return seg->mapped_size | seg->kind | (seg->purged ? TAG_PURGED : 0);
+}
+
+size_t _bk_segment_cache_bytes(void) { return atomic_load_explicit(&cached_bytes, memory_order_relaxed); }
+
+/* The reserve is memory the program asked to keep at hand: it is held on
+ * top of the cache cap, never in its place. */
+static size_t cache_limit(void) { return _bk_opt.cache_cap + _bk_opt.reserve; }
+
+static bool cache_reserve(size_t bytes) {
+  size_t cur = atomic_fetch_add_explicit(&cached_bytes, bytes, memory_order_relaxed);
+  /* Realtime mode trims no cache: freeing must not unmap. */
+  if (cur + bytes <= cache_limit() || _bk_opt.realtime) return true;
+  atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed);
+  return false;
+}
+
+static void cache_unreserve(size_t bytes) { atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed); }
+
+/* A slot is claimed with SLOT_BUSY while its hints are written, so a taker
+ * that sees a segment also sees that segment's hints. */
+#define SLOT_BUSY ((segment_t *)1)
+
+bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since) {
+  for (size_t i = 0; i < n; i++) {
+    segment_t *expected = NULL;
+    if (atomic_load_explicit(&slots[i].seg, memory_order_relaxed)) continue;
+    if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &expected, SLOT_BUSY, memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue;
+    PUBLISH(seg->state, SEG_STATE_CACHED);
+    atomic_store_explicit(&slots[i].size_kind, slot_tag(seg), memory_order_relaxed);
+    atomic_store_explicit(&slots[i].since_ms, since, memory_order_relaxed);
+    atomic_store_explicit(&slots[i].seg, seg, memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind,
+                      bool counted) {
+  for (size_t i = 0; i < n; i++) {
+    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
+    if (!seg || seg == SLOT_BUSY) continue;
+    size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
+    size_t size = tag & ~(size_t)(OS_PAGE_SIZE - 1);
+    bool fits = kind == SEG_HUGE ? (tag & 3) == SEG_HUGE && size >= min_size && size <= max_size
+                                 : (tag & 3) != SEG_HUGE && size == SEGMENT_SIZE;
+    if (!fits) continue;
+    if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue;
+    bool really = kind == SEG_HUGE ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size &&
+                                         seg->mapped_size <= max_size
+                                   : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
+    if (really) return seg;
+    /* The slot was emptied and refilled with a resized segment meanwhile. */
+    if (!_bk_slots_put(slots, n, seg, _bk_os_now_ms())) {
+      if (counted) {
+        cache_unreserve(seg->mapped_size);
+        dirty_account(seg, false);
+      }
+      _bk_segment_unmap(seg);
+    }
+  }
+  return NULL;
+}
+
+
+bool _bk_segment_cache_put(segment_t *seg) {
+  /* A local copy: once in a slot the segment is another thread's to take. */
+  uint64_t now = _bk_os_now_ms();
+  seg->cached_at_ms = now;
+  if (!cache_reserve(seg->mapped_size)) return false;
+  if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size >
+                          cache_limit() / 16)
+    purge_cached(seg);
+  dirty_account(seg, true);
+  if (_bk_slots_put(cache_slots, SEGMENT_CACHE_SLOTS, seg, now)) {
+    _bk_purge_note_pending();
+    _bk_purge_tick(now);
+    return true;
+  }
+  dirty_account(seg, false);
+  cache_unreserve(seg->mapped_size);
+  return false;
+}
+
+segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind) {
+  segment_t *seg = _bk_slots_take(cache_slots, SEGMENT_CACHE_SLOTS, min_size, max_size, kind, true);
+  if (seg) {
+    cache_unreserve(seg->mapped_size);
+    dirty_account(seg, false);
+  }
+  return seg;
+}
+
+/* Gives back all of a cached segment but its header. `purged` promises
+ * calloc that the rest reads as zero: set only when the purge happened. */
+static void purge_cached(segment_t *seg) {
+  uint8_t *header_end = (uint8_t *)seg + align_up(seg->kind == SEG_HUGE ? HUGE_BLOCK_OFFSET : sizeof(segment_t), OS_PAGE_SIZE);
+  if (_bk_memory_purge(header_end, (size_t)((uint8_t *)seg + seg->mapped_size - header_end))) PUBLISH(seg->purged, 1);
+}
+
+/* Purges (or with force, unmaps) what has sat in `slots` for the purge
+ * delay. Returns whether something is still waiting to be purged. */
+bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted) {
+  bool pending = false;
+  for (size_t i = 0; i < n; i++) {
+    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
+    if (!seg || seg == SLOT_BUSY) continue;
+    uint64_t age = now - atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
+    bool purged = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed) & TAG_PURGED;
+    if (!force && age < _bk_opt.purge_delay_ms) { pending = true; continue; }
+    /* Purged segments cost only address space: unmap them much later. */
+    if (!force && purged && age < UNMAP_DELAY_FACTOR * _bk_opt.purge_delay_ms) continue;
+    if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue;
+    if (counted) dirty_account(seg, false);
+    if (!force && !seg->purged) {
+      purge_cached(seg);
+      if (_bk_slots_put(slots, n, seg, now - age)) continue;
+    }
+    if (counted) cache_unreserve(seg->mapped_size);
+    _bk_segment_unmap(seg);
+  }
+  return pending;
+}
+
+void _bk_segment_cache_purge(uint64_t now, bool force) { _bk_slots_purge(cache_slots, SEGMENT_CACHE_SLOTS, now, force, true); }

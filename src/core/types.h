@@ -1,0 +1,262 @@
+/* The core's data: geometry, pages, segments, heaps, and the small inline
+ * lookups every core file shares. Functions are declared in core.h.
+ *
+ * Memory comes from the OS in segments: 4 MiB-aligned mappings whose header
+ * (struct segment) sits at the aligned start, so the owner of any block is
+ * found by masking the pointer. A segment is carved into pages of one size
+ * (64 KiB, 512 KiB or the whole segment); a page holds blocks of one size
+ * class. Blocks above the largest class live alone in a "huge" segment.
+ *
+ * Each thread has a heap: per size class a queue of pages it allocates from.
+ * Only the owning thread touches a page's free lists; other threads push
+ * freed blocks onto the page's atomic thread_free list, which the owner
+ * collects in batches. docs/design.md tells the whole story. */
+#ifndef BRISK_CORE_TYPES_H
+#define BRISK_CORE_TYPES_H
+
+#include <pthread.h>
+
+#include "brisk.h"
+#include "ds/ds.h"
+#include "ds/list.h"
+
+#ifndef BRISK_CHECKED
+#define BRISK_CHECKED 0
+#endif
+
+/* ---- Geometry ----------------------------------------------------------- */
+
+#define SEGMENT_SHIFT 22                     /* 4 MiB */
+#define SEGMENT_SIZE ((size_t)1 << SEGMENT_SHIFT)
+#define SEGMENT_MASK (SEGMENT_SIZE - 1)
+
+#define SMALL_PAGE_SHIFT 16                  /* 64 KiB pages */
+#define MEDIUM_PAGE_SHIFT 19                 /* 512 KiB pages */
+#define LARGE_PAGE_SHIFT SEGMENT_SHIFT       /* one page spans the segment */
+#define MAX_PAGES_PER_SEGMENT (SEGMENT_SIZE >> SMALL_PAGE_SHIFT) /* 64 */
+
+#define SMALL_SIZE_MAX (8 * 1024)            /* classes in 64 KiB pages */
+#define MEDIUM_SIZE_MAX (64 * 1024)          /* classes in 512 KiB pages */
+#define LARGE_SIZE_MAX (1024 * 1024)         /* largest size class */
+
+#define DIRECT_SIZE_MAX 1024                 /* sizes served by heap->direct[] */
+#define DIRECT_SLOTS (DIRECT_SIZE_MAX / 16 + 1)
+#define CLASS_COUNT 61                       /* classes 1..60; 0 is unused */
+
+#define BLOCK_ALIGN 16
+
+enum segment_kind { SEG_SMALL = 0, SEG_MEDIUM = 1, SEG_LARGE = 2, SEG_HUGE = 3 };
+enum segment_state { SEG_STATE_OWNED = 0, SEG_STATE_ABANDONED = 1, SEG_STATE_CACHED = 2, SEG_STATE_HUGE = 3 };
+#define PAGED_KINDS 3
+
+/* ---- Blocks and pages --------------------------------------------------- */
+
+typedef struct block { struct block *next; } block_t;
+
+/* States kept in the low bits of page->thread_free (blocks are 16-aligned).
+ * They let a remote free tell the owner that a page it had set aside as full
+ * has room again, without the owner scanning its full pages. */
+enum delayed_state {
+  DELAYED_NONE = 0,    /* remote frees go to the page's thread_free list */
+  DELAYED_USE = 1,     /* page is full: the next remote free goes to the heap */
+  DELAYED_FREEING = 2, /* a remote thread is pushing to the heap right now */
+  DELAYED_NEVER = 3,   /* page is abandoned or being abandoned */
+};
+#define TF_STATE_MASK ((uintptr_t)3)
+/* The high 16 bits count the blocks on the list (a page holds at most 4096),
+ * so the owner takes the list without walking it. */
+#define TF_COUNT_SHIFT 48
+#define TF_COUNT_ONE ((uintptr_t)1 << TF_COUNT_SHIFT)
+#define TF_COUNT_MASK (~(TF_COUNT_ONE - 1))
+#define TF_PTR_MASK ((TF_COUNT_ONE - 1) & ~TF_STATE_MASK)
+static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
+
+enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2 };
+
+struct heap;
+struct segment;
+
+/* Owner-only fields are read and written by the owning thread alone; the
+ * PUBLISHed ones are also PEEKed by statistics and checks (ds.h). */
+typedef struct page {
+  block_t *free;            /* next blocks to hand out (owner) */
+  block_t *local_free;      /* blocks freed by the owner since the last collect (owner) */
+  uint32_t used;            /* blocks handed out and not yet known to be free (PUBLISHed) */
+  uint32_t capacity;        /* blocks threaded into lists so far (PUBLISHed) */
+  uint32_t reserved;        /* blocks the page can hold */
+  uint8_t flags;            /* page_flags; 0 means the free fast path applies (PUBLISHed) */
+  uint8_t size_class;
+  uint8_t in_use;           /* assigned to a size class (vs free in segment) */
+  uint8_t needs_purge;      /* free in its segment, dirty, not yet purged */
+  size_t block_size;
+  uint8_t *start;           /* first block */
+  /* Remote frees: an atomic LIFO with state bits (remote_free.c says how
+   * each step is ordered). */
+  _Atomic(uintptr_t) thread_free;
+  /* The heap a remote free hands a block of a full page to: stored with
+   * release by whoever gives the page a heap, loaded with acquire by the
+   * remote thread, so it sees an initialized heap. */
+  _Atomic(struct heap *) heap;
+  list_node_t link;         /* in the heap's queue for its class, or its full list (owner) */
+  uint64_t released_at_ms;  /* when it went back to its segment (for purging) */
+} page_t;
+
+/* ---- Segments ----------------------------------------------------------- */
+
+typedef struct segment {
+  /* Heap uid of the owning thread; 0 = none. Compared on every free: a
+   * thread sees its own uid only if it stored it, so relaxed loads suffice
+   * to tell "mine" from "not mine"; taking ownership (adoption, setup)
+   * stores with release so the new owner's later plain writes cannot be
+   * mistaken for an older owner's. */
+  _Atomic(uint64_t) owner_uid;
+  uint8_t kind;
+  uint8_t page_shift;
+  uint8_t purged;              /* huge/cached: contents were given back */
+  uint8_t live;                /* huge: handed out and not freed (checked library) */
+  uint8_t state;               /* segment_state (PUBLISHed) */
+  uint32_t page_count;
+  uint32_t pages_in_use;
+  uint64_t free_page_mask;     /* bit i: page i is free */
+  size_t mapped_size;          /* bytes of the mapping, which starts at the header */
+  size_t block_offset;         /* huge: block start relative to the segment */
+  uint64_t cached_at_ms;       /* huge/empty: when it entered a cache */
+  struct heap *heap;           /* owning heap (only the owner reads it) */
+  /* In its heap's segment list (owner), the abandoned list or an explicit
+   * heap's huge blocks (under their locks). */
+  list_node_t link;
+  list_node_t registry_link;   /* every mapped segment (under the registry lock) */
+  page_t pages[MAX_PAGES_PER_SEGMENT];
+} segment_t;
+
+#define HUGE_BLOCK_OFFSET (((offsetof(segment_t, pages) + sizeof(page_t)) + 63) & ~(size_t)63)
+
+/* ---- Heaps -------------------------------------------------------------- */
+
+/* The per-thread cache of warm huge blocks has this many slots. */
+#define WARM_HUGE_SLOTS 4
+
+/* A slot of a lock-free set of free segments (segment_cache.c). The segment
+ * pointer is claimed by CAS; size and time are hints, checked after the
+ * claim. */
+typedef struct cache_slot {
+  _Atomic(segment_t *) seg;
+  _Atomic(size_t) size_kind; /* mapped size | kind | purged bit */
+  _Atomic(uint64_t) since_ms;
+} cache_slot_t;
+
+typedef struct heap {
+  page_t *direct[DIRECT_SLOTS];       /* size/16 -> page to allocate from */
+  uint64_t uid;                       /* unique per heap lifetime, never reused */
+  uint64_t stat_requested;            /* counters PUBLISHed by the owner, summed by stats */
+  uint64_t stat_cache_hits, stat_cache_misses;
+  list_t queues[CLASS_COUNT];         /* pages with (possibly) free blocks */
+  list_t full;                        /* pages with no free block */
+  /* Blocks other threads freed into this heap's full pages: a LIFO they
+   * push with release, taken whole by the owner with acquire. */
+  _Atomic(block_t *) delayed_free;
+  list_t segments[PAGED_KINDS];       /* segments this heap owns, by kind */
+  cache_slot_t warm_huge[WARM_HUGE_SLOTS]; /* recently freed huge blocks */
+  /* The most recently freed huge block: only the owner puts one here, the
+   * purge passes (any thread's) may only take it, so the owner needs one
+   * exchange, no clock. */
+  _Atomic(segment_t *) huge_hot;
+  _Atomic(uint8_t) huge_hot_seen;     /* a purge pass saw it idle once */
+  uint32_t slow_calls;
+  uint64_t next_purge_ms;
+  list_node_t registry_link;          /* live heaps, or the quarantine once gone */
+  _Atomic(size_t) mapped_bytes;       /* segments and huge blocks it holds */
+  /* Explicit heaps (brisk_heap_new) only: */
+  uint32_t magic;                     /* HEAP_MAGIC while live, HANDLE_DEAD once destroyed */
+  bool is_explicit;
+  pthread_t owner_thread;
+  size_t max_bytes;                   /* 0 = unbounded */
+  pthread_mutex_t huge_lock;          /* huge blocks may be freed by any thread */
+  list_t huge_blocks;
+} heap_t;
+
+/* A handle's struct starts its life with a magic of its kind and gets
+ * HANDLE_DEAD when destroyed. The structs are never given back to the OS,
+ * and the checked library reuses one only after HANDLE_QUARANTINE others
+ * were destroyed (ds/quarantine.h). */
+#define HEAP_MAGIC 0x48454150u   /* "HEAP" */
+#define POOL_MAGIC 0x42504f4fu   /* "BPOO" */
+#define HANDLE_DEAD 0x44454144u  /* "DEAD" */
+#define HANDLE_QUARANTINE (BRISK_CHECKED ? 64 : 0)
+
+/* ---- Process state ------------------------------------------------------ */
+
+/* Options (options.c). Atomic: any thread may change them at run time;
+ * every read is a hint for the next decision, so sequential consistency on
+ * these rare accesses costs nothing worth saving. */
+typedef struct brisk_options {
+  _Atomic(uint64_t) purge_delay_ms;
+  _Atomic(size_t) cache_cap;  /* bytes kept in the huge/segment caches */
+  _Atomic(size_t) reserve;
+  _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report, background_purge;
+} brisk_options_t;
+
+extern BRISK_INTERNAL brisk_options_t _bk_opt;
+extern BRISK_INTERNAL heap_t _bk_heap_empty;
+extern BRISK_INTERNAL page_t _bk_page_empty;
+extern __thread heap_t *_bk_tls_heap __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+
+/* ---- Inline lookups ----------------------------------------------------- */
+
+static inline unsigned size_to_class(size_t size) {
+  if (size <= 128) return size <= 16 ? 1 : (unsigned)((size + 15) >> 4);
+  size_t n = size - 1;
+  unsigned b = 63 - (unsigned)__builtin_clzl(n);      /* 2^b <= n < 2^(b+1) */
+  unsigned k = (unsigned)((n >> (b - 2)) & 3);
+  return 8 + (b - 7) * 4 + k + 1;
+}
+
+/* One byte per 4 MiB chunk of the 48-bit address space (chunk_map.c): 0 =
+ * not brisk's, 1 = a segment header starts here, k > 1 = this chunk belongs
+ * to the segment whose header is k - 1 chunks lower (huge blocks span
+ * many). Relaxed loads: a thread looks up only pointers it holds, whose
+ * mapping was marked before the pointer was handed out. */
+extern BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[];
+
+static inline segment_t *segment_of(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if (unlikely(a >> 48)) return NULL;
+  size_t idx = a >> SEGMENT_SHIFT;
+  uint8_t tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
+  if (likely(tag == 1)) return (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
+  if (tag == 0) return NULL;
+  while (tag > 1) {
+    idx -= (size_t)tag - 1;
+    tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
+  }
+  return tag == 1 ? (segment_t *)(idx << SEGMENT_SHIFT) : NULL;
+}
+
+static inline page_t *page_of(segment_t *seg, const void *p) {
+  /* Huge segments use a shift of 63: every offset maps to pages[0]. */
+  return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
+}
+
+/* The bytes of page idx that hold blocks (page 0 starts after the header). */
+static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
+  size_t psize = (size_t)1 << seg->page_shift;
+  uint8_t *start = (uint8_t *)seg + idx * psize;
+  uint8_t *end = start + psize;
+  if (idx == 0) start = (uint8_t *)seg + ((sizeof(segment_t) + 127) & ~(size_t)127);
+  *size = (size_t)(end - start);
+  return start;
+}
+
+static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH(*counter, *counter + n); }
+
+/* The checked library marks freed blocks (checked.c); a block handed out
+ * loses the mark. */
+static inline void block_handed_out(block_t *b) {
+#if BRISK_CHECKED
+  ((uintptr_t *)b)[1] = 0;
+#else
+  (void)b;
+#endif
+}
+
+#endif

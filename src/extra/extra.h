@@ -1,0 +1,60 @@
+/* The extra layer: what brisk offers beyond malloc, built on the core:
+ * explicit heaps (heaps.c), object pools (pool*.c), statistics and the
+ * reports at exit (stats.c, report.c), and looking inside (check.c,
+ * visit.c). This header is what the api layer above uses, plus the handle
+ * checks heaps and pools share. */
+#ifndef BRISK_EXTRA_H
+#define BRISK_EXTRA_H
+
+#include "core/core.h"
+
+/* ---- Handles (brisk_heap_t, brisk_pool_t) ------------------------------- */
+
+/* NULL is EINVAL in every build; the checked library aborts, naming fn and
+ * the misuse, on a handle whose struct is not a live one of its kind
+ * (types.h: HEAP_MAGIC, POOL_MAGIC, HANDLE_DEAD). */
+static inline bool handle_ok(const void *handle, size_t magic_offset, uint32_t live, const char *fn,
+                             const char *kind) {
+  if (unlikely(!handle)) {
+    errno = EINVAL;
+    return false;
+  }
+#if BRISK_CHECKED
+  uint32_t magic = *(const uint32_t *)((const uint8_t *)handle + magic_offset);
+  if (magic == HANDLE_DEAD) _bk_fatal("%s(%p): %s was destroyed", fn, handle, kind);
+  if (magic != live) _bk_fatal("%s(%p): not a %s from brisk_%s_new", fn, handle, kind, kind);
+#else
+  (void)magic_offset, (void)live, (void)fn, (void)kind;
+#endif
+  return true;
+}
+
+/* ---- pool*.c ------------------------------------------------------------ */
+BRISK_INTERNAL void _bk_pool_fork_lock(void);
+BRISK_INTERNAL void _bk_pool_fork_unlock(void);
+
+/* ---- stats.c: glibc's statistics ---------------------------------------- */
+
+/* glibc's struct mallinfo2 in brisk's terms (meanings in brisk.h), without
+ * <malloc.h>: the api layer copies it into that header's layouts. */
+typedef struct mallinfo_fields {
+  size_t arena, ordblks, hblks, hblkhd, usmblks, uordblks, fordblks, keepcost;
+} mallinfo_fields_t;
+BRISK_INTERNAL void _bk_stats_mallinfo(mallinfo_fields_t *mi);
+/* brisk_stats_get, also counting free chunks (mallinfo's ordblks). */
+BRISK_INTERNAL int _bk_stats_collect(brisk_stats_t *st, uint64_t *free_chunks);
+BRISK_INTERNAL void _bk_stats_mallinfo_from(const brisk_stats_t *st, uint64_t free_chunks, mallinfo_fields_t *mi);
+
+/* ---- report.c: printed statistics and the reports at exit --------------- */
+BRISK_INTERNAL void _bk_stats_print_malloc_stats(void);
+BRISK_INTERNAL void _bk_report_prepare(void);
+BRISK_INTERNAL void _bk_report_at_exit(void);
+
+/* ---- check.c and visit.c ------------------------------------------------ */
+#define MAX_BLOCKS_PER_PAGE ((1u << SMALL_PAGE_SHIFT) / 16)
+/* The page's free blocks (all three lists), setting their bits in
+ * free_bits when given; -1 on a broken list (brisk_check_message says how). */
+BRISK_INTERNAL long _bk_page_free_blocks(const page_t *pg, uint64_t *free_bits);
+BRISK_INTERNAL void _bk_leak_report(int fd);
+
+#endif

@@ -1,0 +1,171 @@
+/* Visiting every live block (brisk_visit_blocks) and the leak report at
+ * exit built on it. Reads only what no other thread is changing: the
+ * calling thread's own heaps, abandoned segments taken off their list for
+ * the walk, and huge blocks' headers held in place by the segment
+ * registry's lock. */
+#include "extra/extra.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A huge block to visit, or (size 0) a paged segment to walk. Huge blocks
+ * are at least a byte, so the two never mix. */
+typedef struct block_ref { void *p; size_t size; } block_ref_t;
+
+/* Calls visit on each live block of a page the caller may read. */
+static int visit_page(page_t *pg, brisk_block_visitor visit, void *arg) {
+  uint64_t free_bits[MAX_BLOCKS_PER_PAGE / 64] = {0};
+  uint32_t capacity = pg->capacity;
+  if (capacity > MAX_BLOCKS_PER_PAGE || _bk_page_free_blocks(pg, free_bits) < 0) return 0;
+  size_t bsize = pg->block_size;
+  uint8_t *start = pg->start;
+  for (uint32_t i = 0; i < capacity; i++)
+    if (!((free_bits[i / 64] >> (i % 64)) & 1) && visit(start + (size_t)i * bsize, bsize, arg)) return 1;
+  return 0;
+}
+
+static int visit_segment(segment_t *seg, brisk_block_visitor visit, void *arg) {
+  for (uint32_t i = 0; i < seg->page_count; i++)
+    if (seg->pages[i].in_use && visit_page(&seg->pages[i], visit, arg)) return 1;
+  return 0;
+}
+
+struct visit_args { brisk_block_visitor visit; void *arg; };
+
+static int visit_abandoned(segment_t *seg, void *p) {
+  struct visit_args *va = p;
+  return visit_segment(seg, va->visit, va->arg);
+}
+
+/* The heaps whose segments the calling thread may read: its own and the
+ * explicit heaps it owns. */
+typedef struct owner_set { uint64_t *uid; size_t n, cap; pthread_t self; } owner_set_t;
+
+static void add_own_heap(heap_t *h, void *arg) {
+  owner_set_t *o = arg;
+  if (h != _bk_tls_heap && !(h->is_explicit && pthread_equal(h->owner_thread, o->self))) return;
+  if (o->n < o->cap) o->uid[o->n] = h->uid;
+  o->n++;
+}
+
+static bool in_set(const owner_set_t *o, uint64_t uid) {
+  for (size_t i = 0; i < o->n; i++)
+    if (o->uid[i] == uid) return true;
+  return false;
+}
+
+/* Lists the caller's segments and every huge block into refs (up to cap);
+ * returns how many there are. */
+static size_t list_blocks(const owner_set_t *own, block_ref_t *refs, size_t cap) {
+  size_t count = 0;
+  _bk_segments_lock();
+  for (segment_t *seg = _bk_segments_first(); seg; seg = _bk_segments_next(seg)) {
+    unsigned state = PEEK(seg->state);
+    bool mine = state == SEG_STATE_OWNED && in_set(own, atomic_load(&seg->owner_uid));
+    if (state != SEG_STATE_HUGE && !mine) continue;
+    /* A huge block being set up by its thread may show a size from its last
+     * use; skip it rather than walk past its mapping. */
+    if (state == SEG_STATE_HUGE && PEEK(seg->mapped_size) <= PEEK(seg->block_offset)) continue;
+    if (count < cap) {
+      uint8_t *block = (uint8_t *)seg + PEEK(seg->block_offset);
+      refs[count].p = state == SEG_STATE_HUGE ? block : (void *)seg;
+      refs[count].size = state == SEG_STATE_HUGE ? PEEK(seg->mapped_size) - PEEK(seg->block_offset) : 0;
+    }
+    count++;
+  }
+  _bk_segments_unlock();
+  return count;
+}
+
+static void scratch_unmap(void *p, size_t size) {
+  if (p) _bk_os_unmap(p, size);
+}
+
+/* The walk's own memory comes from scratch mappings, not from brisk's heaps:
+ * allocating would change what is walked (or create a heap that adopts the
+ * very segments being visited). */
+void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
+  if (!visit) {
+    errno = EINVAL;
+    return;
+  }
+  _bk_heap_collect_own(false); /* blocks other threads handed back are free */
+  owner_set_t own = {.self = pthread_self()};
+  _bk_heap_foreach(add_own_heap, &own); /* counts: only this thread adds its heaps */
+  size_t set_bytes = align_up((own.n ? own.n : 1) * sizeof *own.uid, OS_PAGE_SIZE);
+  own.uid = _bk_os_map(set_bytes, 0, 0);
+  if (!own.uid) return;
+  own.cap = own.n;
+  own.n = 0;
+  _bk_heap_foreach(add_own_heap, &own);
+
+  /* What to visit is listed under the registry lock; visit calls happen
+   * after it is released, since they may allocate. */
+  size_t cap = 0, ref_bytes = 0, count;
+  block_ref_t *refs = NULL;
+  while ((count = list_blocks(&own, refs, cap)) > cap) {
+    scratch_unmap(refs, ref_bytes);
+    ref_bytes = align_up((count + 64) * sizeof *refs, OS_PAGE_SIZE);
+    cap = ref_bytes / sizeof *refs;
+    if (!(refs = _bk_os_map(ref_bytes, 0, 0))) break;
+  }
+  int stop = !refs && count;
+  for (size_t i = 0; i < count && !stop; i++) {
+    if (refs[i].size) stop = visit(refs[i].p, refs[i].size, arg);
+    else if (in_set(&own, atomic_load(&((segment_t *)refs[i].p)->owner_uid))) /* still ours */
+      stop = visit_segment(refs[i].p, visit, arg);
+  }
+  scratch_unmap(refs, ref_bytes);
+  scratch_unmap(own.uid, set_bytes);
+  if (!stop) {
+    struct visit_args va = {visit, arg};
+    _bk_abandoned_foreach(visit_abandoned, &va);
+  }
+}
+
+/* ---- Leak report --------------------------------------------------------- */
+
+typedef struct leak_group { size_t size; uint64_t count; size_t bytes; } leak_group_t;
+typedef struct leak_table { leak_group_t group[CLASS_COUNT + 1]; } leak_table_t;
+
+static int count_leak(void *p, size_t size, void *arg) {
+  (void)p;
+  leak_table_t *t = arg;
+  unsigned g = size > LARGE_SIZE_MAX ? CLASS_COUNT : size_to_class(size);
+  t->group[g].size = g == CLASS_COUNT ? 0 : size;
+  t->group[g].count++;
+  t->group[g].bytes += size;
+  return 0;
+}
+
+static int by_bytes_desc(const void *a, const void *b) {
+  const leak_group_t *x = a, *y = b;
+  return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+/* Live blocks at exit, grouped by size class, the most bytes first. */
+void _bk_leak_report(int fd) {
+  static leak_table_t table; /* no allocation at exit */
+  memset(&table, 0, sizeof table);
+  brisk_visit_blocks(count_leak, &table);
+  qsort(table.group, CLASS_COUNT + 1, sizeof table.group[0], by_bytes_desc);
+  char line[160];
+  uint64_t blocks = 0;
+  size_t bytes = 0;
+  for (int i = 0; i <= CLASS_COUNT; i++) {
+    blocks += table.group[i].count;
+    bytes += table.group[i].bytes;
+  }
+  int n = snprintf(line, sizeof line, "brisk leak report: %llu live blocks, %zu bytes\n", (unsigned long long)blocks, bytes);
+  if (!_bk_os_write_all(fd, line, (size_t)n)) return;
+  for (int i = 0; i <= CLASS_COUNT && table.group[i].count; i++) {
+    if (table.group[i].size)
+      n = snprintf(line, sizeof line, "  %8llu blocks of %8zu bytes  %12zu bytes\n",
+                   (unsigned long long)table.group[i].count, table.group[i].size, table.group[i].bytes);
+    else
+      n = snprintf(line, sizeof line, "  %8llu huge blocks            %12zu bytes\n",
+                   (unsigned long long)table.group[i].count, table.group[i].bytes);
+    if (!_bk_os_write_all(fd, line, (size_t)n)) return;
+  }
+}

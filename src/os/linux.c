@@ -1,0 +1,164 @@
+/* The OS layer on Linux: every system call brisk makes. */
+#include "os/os.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The kernel orders a range one thread gives up (munmap, mremap) before
+ * another thread maps it again. ThreadSanitizer does not see that order
+ * through mremap, so the sanitized build states it: giving address space up
+ * releases, getting it acquires. */
+#if defined(__SANITIZE_THREAD__)
+#define BRISK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BRISK_TSAN 1
+#endif
+#endif
+#ifdef BRISK_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char address_space_order;
+static void space_given_up(void) { __tsan_release(&address_space_order); }
+static void space_taken(void) { __tsan_acquire(&address_space_order); }
+#else
+static void space_given_up(void) {}
+static void space_taken(void) {}
+#endif
+
+/* Relaxed: counters for statistics, read without ordering. */
+static _Atomic(uint64_t) os_calls[OS_CALL_KINDS];
+
+static void count(enum os_call which) { atomic_fetch_add_explicit(&os_calls[which], 1, memory_order_relaxed); }
+
+uint64_t _bk_os_call_count(enum os_call which) { return atomic_load_explicit(&os_calls[which], memory_order_relaxed); }
+
+void _bk_os_unmap(void *p, size_t size) {
+  count(OS_MUNMAP);
+  space_given_up();
+  munmap(p, size);
+}
+
+/* No MAP_NORESERVE: a request the kernel's overcommit policy refuses fails
+ * here, as with glibc, instead of at first touch. Alignment comes from
+ * mapping `align` bytes more and trimming the slack on both sides. */
+void *_bk_os_map(size_t size, size_t align, size_t skew) {
+  size_t over = align > OS_PAGE_SIZE ? align : 0;
+  size_t span = size + over;
+  if (span < size) return NULL;
+  count(OS_MMAP);
+  uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  space_taken();
+  uint8_t *p = m;
+  if (over) p = (uint8_t *)((((uintptr_t)m + skew + align - 1) & ~(uintptr_t)(align - 1)) - skew);
+  if (p > m) _bk_os_unmap(m, (size_t)(p - m));
+  if (m + span > p + size) _bk_os_unmap(p + size, (size_t)(m + span - (p + size)));
+  return p;
+}
+
+bool _bk_os_purge(void *p, size_t size) {
+  uintptr_t start = ((uintptr_t)p + OS_PAGE_SIZE - 1) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
+  uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
+  if (end <= start) return true;
+  count(OS_MADVISE);
+  return madvise((void *)start, end - start, MADV_DONTNEED) == 0;
+}
+
+bool _bk_os_resize(void *p, size_t old_size, size_t new_size) {
+  count(OS_MREMAP);
+  if (new_size < old_size) space_given_up();
+  if (mremap(p, old_size, new_size, 0) == MAP_FAILED) return false;
+  if (new_size > old_size) space_taken();
+  return true;
+}
+
+bool _bk_os_move(void *p, size_t old_size, void *target, size_t new_size) {
+  count(OS_MREMAP);
+  space_given_up();
+  if (mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) return false;
+  space_taken();
+  return true;
+}
+
+void _bk_os_advise_huge(void *p, size_t size) {
+  count(OS_MADVISE);
+  madvise(p, size, MADV_HUGEPAGE);
+}
+
+size_t _bk_os_readable(const void *p, size_t want) {
+  uintptr_t a = (uintptr_t)p, page = a & ~(uintptr_t)(OS_PAGE_SIZE - 1);
+  size_t readable = 0;
+  unsigned char vec;
+  while (readable < want) {
+    if (mincore((void *)page, OS_PAGE_SIZE, &vec) != 0) break;
+    page += OS_PAGE_SIZE;
+    readable = page - a;
+  }
+  return readable < want ? readable : want;
+}
+
+size_t _bk_os_page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+uint64_t _bk_os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void _bk_os_yield(void) { sched_yield(); }
+
+void _bk_os_sleep_ms(unsigned ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+long _bk_os_process_id(void) { return (long)getpid(); }
+
+bool _bk_os_write_all(int fd, const void *buf, size_t len) {
+  for (size_t done = 0; done < len;) {
+    ssize_t w = write(fd, (const char *)buf + done, len - done);
+    if (w <= 0) return false;
+    done += (size_t)w;
+  }
+  return true;
+}
+
+int _bk_os_create_file(const char *path) { return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); }
+
+int _bk_os_dup(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 3); }
+
+void _bk_os_close(int fd) { close(fd); }
+
+static void vmessage(const char *prefix, const char *fmt, va_list ap) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf, "brisk: %s", prefix);
+  if (n < 0) n = 0;
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+  size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
+  if (len > sizeof buf - 2) len = sizeof buf - 2;
+  buf[len++] = '\n';
+  _bk_os_write_all(2, buf, len);
+}
+
+void _bk_warning(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("warning: ", fmt, ap);
+  va_end(ap);
+}
+
+void _bk_fatal(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("error: ", fmt, ap);
+  va_end(ap);
+  abort();
+}

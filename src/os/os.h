@@ -1,0 +1,68 @@
+/* The OS layer: everything brisk asks of the kernel, and nothing else.
+ *
+ * One file implements it per OS (linux.c). Every call reports failure to
+ * its caller and never acts on it: what to release and retry when memory
+ * runs out is decided by the layer that owns the memory (core). Nothing
+ * here reads brisk's options or knows what a segment is. */
+#ifndef BRISK_OS_H
+#define BRISK_OS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRISK_INTERNAL __attribute__((visibility("hidden")))
+
+#define OS_PAGE_SIZE 4096
+
+/* ---- Address space ------------------------------------------------------ */
+
+/* Maps `size` bytes (a multiple of the OS page), readable and writable, at
+ * an address p such that p + skew is a multiple of align (align and skew
+ * multiples of the OS page, skew < align; align <= OS_PAGE_SIZE means any
+ * page). NULL when the kernel refuses. */
+BRISK_INTERNAL void *_bk_os_map(size_t size, size_t align, size_t skew);
+BRISK_INTERNAL void _bk_os_unmap(void *p, size_t size);
+/* Gives the pages in [p, p + size) back; they read as zero afterwards.
+ * Only whole pages inside the range are given back. False when the kernel
+ * refused (locked pages): the contents are then unchanged. */
+BRISK_INTERNAL bool _bk_os_purge(void *p, size_t size);
+/* Grows or shrinks a mapping in place. */
+BRISK_INTERNAL bool _bk_os_resize(void *p, size_t old_size, size_t new_size);
+/* Moves a mapping's pages onto target (a mapping of new_size that the move
+ * replaces): no byte is copied. */
+BRISK_INTERNAL bool _bk_os_move(void *p, size_t old_size, void *target, size_t new_size);
+/* Asks for transparent huge pages in the range. */
+BRISK_INTERNAL void _bk_os_advise_huge(void *p, size_t size);
+/* How many bytes from p, up to want, are mapped. */
+BRISK_INTERNAL size_t _bk_os_readable(const void *p, size_t want);
+BRISK_INTERNAL size_t _bk_os_page_size(void);
+
+enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE, OS_MREMAP, OS_CALL_KINDS };
+/* Calls made so far, of each kind (for statistics). */
+BRISK_INTERNAL uint64_t _bk_os_call_count(enum os_call which);
+
+/* ---- Time and threads --------------------------------------------------- */
+
+/* A coarse monotonic clock (a few ms resolution, no system call on Linux). */
+BRISK_INTERNAL uint64_t _bk_os_now_ms(void);
+BRISK_INTERNAL void _bk_os_yield(void);
+BRISK_INTERNAL void _bk_os_sleep_ms(unsigned ms);
+BRISK_INTERNAL long _bk_os_process_id(void);
+
+/* ---- Files and messages ------------------------------------------------- */
+
+/* Writes all of buf (retrying short writes); false on an error. */
+BRISK_INTERNAL bool _bk_os_write_all(int fd, const void *buf, size_t len);
+/* Creates or truncates path for writing (close-on-exec); -1 on failure. */
+BRISK_INTERNAL int _bk_os_create_file(const char *path);
+/* A close-on-exec copy of fd numbered 3 or above; -1 on failure. */
+BRISK_INTERNAL int _bk_os_dup(int fd);
+BRISK_INTERNAL void _bk_os_close(int fd);
+
+/* One line "brisk: warning: ..." / "brisk: error: ..." on stderr, written
+ * without stdio and without allocating; fatal then aborts. */
+BRISK_INTERNAL void _bk_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+BRISK_INTERNAL _Noreturn void _bk_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
