@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Runs every brisk test on a fresh Debian 12 machine:
-#   1. installs what is missing (cmake, g++, libgtest-dev, python3, git, sqlite3;
-#      redis-server, strace and valgrind if it can)
+#   1. installs what is missing (cmake, g++, libgtest-dev, python3, git, sqlite3,
+#      clang-format; redis-server, strace and valgrind if it can)
 #   2. Release build in build/ and its ctest (GoogleTest suites, programs under
 #      LD_PRELOAD=libbrisk.so, the statically linked C++ test)
-#   3. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
-#   4. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
-#   5. scripts/bench.sh --smoke, when that script exists
+#   3. scripts/lint.sh --objects build (layers, system calls, file sizes,
+#      prototypes, the symbol graph of the Release objects, clang-format)
+#   4. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
+#   5. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
+#   6. scripts/bench.sh --smoke, when that script exists
 # Exits non-zero when anything failed; ends with a summary.
 #
 #   scripts/test.sh                 everything
-#   scripts/test.sh release asan    only the named stages (deps release asan tsan bench)
+#   scripts/test.sh release asan    only the named stages (deps release lint asan tsan bench)
 #   JOBS=N                          parallel build and test jobs (default: nproc)
 #   BRISK_ASAN_SCALE / BRISK_TSAN_SCALE   BRISK_TEST_SCALE for the sanitizer runs
 set -uo pipefail
@@ -22,7 +24,7 @@ LOGDIR="$ROOT/build-logs"
 mkdir -p "$LOGDIR"
 
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release asan tsan bench)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release lint asan tsan bench)
 want() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 SUMMARY=()
@@ -43,7 +45,7 @@ record() {  # record <stage> <status> <seconds> [detail]
 install_deps() {
   local missing=() cmd pkg
   for pair in cmake:cmake g++:g++ gcc:gcc make:make python3:python3 git:git sqlite3:sqlite3 \
-              awk:gawk; do
+              awk:gawk clang-format:clang-format; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
   done
@@ -151,6 +153,18 @@ if want release; then
   if build release build -DCMAKE_BUILD_TYPE=Release -DBRISK_SANITIZE=; then
     note "release: ctest"
     run_ctest release build
+  fi
+fi
+
+if want lint; then
+  note "lint: scripts/lint.sh --objects build"
+  t0=$(date +%s)
+  log="$LOGDIR/lint.log"
+  bash scripts/lint.sh --objects build 2>&1 | tee "$log"
+  if [ "${PIPESTATUS[0]}" -eq 0 ]; then
+    record lint ok $(( $(date +%s) - t0 ))
+  else
+    record lint FAIL $(( $(date +%s) - t0 )) "$(tail -1 "$log" | sed 's/^lint: //'), see $log"
   fi
 fi
 
