@@ -9,6 +9,8 @@
 
 #include "core/types.h"
 
+/* ---- state.c: what every file reads (types.h declares it) -------------- */
+
 /* ---- size_class.c: the size classes ------------------------------------- */
 BRISK_INTERNAL size_t _bk_class_size(unsigned cls);
 BRISK_INTERNAL unsigned _bk_class_segment_kind(unsigned cls);
@@ -42,6 +44,7 @@ BRISK_INTERNAL void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap
 BRISK_INTERNAL void _bk_page_extend(page_t *pg);
 BRISK_INTERNAL void _bk_page_collect(page_t *pg);
 BRISK_INTERNAL block_t *_bk_page_block_start(const page_t *pg, const void *p);
+BRISK_INTERNAL long _bk_page_owner_free_count(const page_t *pg);
 
 /* ---- remote_free.c: blocks freed by other threads ----------------------- */
 BRISK_INTERNAL bool _bk_page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty);
@@ -89,19 +92,24 @@ BRISK_INTERNAL int _bk_abandoned_foreach(int (*fn)(segment_t *, void *), void *a
 BRISK_INTERNAL void _bk_abandoned_lock(void);
 BRISK_INTERNAL void _bk_abandoned_unlock(void);
 
+/* ---- page_queue.c: a heap's pages and frees of its own blocks ---------- */
+static inline page_t *heap_queue_first(heap_t *h, unsigned cls) { return LIST_FIRST(&h->queues[cls], page_t, link); }
+BRISK_INTERNAL void _bk_heap_queue_push(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_queue_push_front(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_queue_to_front(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_page_to_full(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b);
+BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
+
 /* ---- heap.c: the allocation and free slow paths ------------------------- */
 BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
 BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p);
-BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
-BRISK_INTERNAL void _bk_heap_queue_push(heap_t *h, page_t *pg);
-BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
 
-/* ---- heap_life.c: heaps created, registered, ended ---------------------- */
-BRISK_INTERNAL heap_t *_bk_heap_get_initialized(void);
+/* ---- heap_life.c: heaps created, registered, destroyed ------------------ */
 BRISK_INTERNAL heap_t *_bk_heap_create(bool is_explicit);
 BRISK_INTERNAL void _bk_heap_unregister(heap_t *h);
 BRISK_INTERNAL void _bk_heap_release_all(heap_t *h);
-BRISK_INTERNAL void _bk_heap_thread_done(void *value);
 BRISK_INTERNAL void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force);
 BRISK_INTERNAL void _bk_heap_collect_own(bool force);
 BRISK_INTERNAL void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg);
@@ -109,7 +117,6 @@ BRISK_INTERNAL void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg);
 BRISK_INTERNAL void _bk_heap_exited_totals(uint64_t out[4]);
 BRISK_INTERNAL void _bk_heap_fork_lock(void);
 BRISK_INTERNAL void _bk_heap_fork_unlock(void);
-BRISK_INTERNAL void _bk_heap_process_init(void);
 
 /* A bounded (explicit) heap refuses to hold more than max_bytes. */
 static inline bool heap_may_map(heap_t *h, size_t bytes) {
@@ -139,6 +146,10 @@ BRISK_INTERNAL void _bk_purge_quiesce(void);
 BRISK_INTERNAL void _bk_purge_fork_lock(void);
 BRISK_INTERNAL void _bk_purge_fork_unlock(bool in_child);
 BRISK_INTERNAL void _bk_collect(void);                 /* for the layers above */
+
+/* ---- thread_exit.c: a thread's heap, made and ended -------------------- */
+BRISK_INTERNAL heap_t *_bk_heap_get_initialized(void);
+BRISK_INTERNAL void _bk_heap_thread_done(void *value);
 
 /* ---- alloc.c: calloc, realloc, aligned, sizes, foreign pointers --------- */
 BRISK_INTERNAL void _bk_free_slow(void *p);

@@ -1,6 +1,6 @@
 /* A heap's life: created for a thread (or by brisk_heap_new), listed in
- * the registry of live heaps, ended with its thread (its segments go to the
- * cache or are abandoned) or destroyed whole. */
+ * the registry of live heaps, destroyed whole; its struct then waits in a
+ * quarantine for reuse. A thread's heap ends in thread_exit.c. */
 #include "core/core.h"
 
 #include <string.h>
@@ -13,8 +13,6 @@ static list_t registry;          /* live heaps */
 static quarantine_t spare_heaps; /* structs of exited threads and destroyed heaps, for reuse */
 static uint64_t exited_totals[4];
 static _Atomic(uint64_t) next_uid = 1;
-static pthread_key_t thread_key;
-static _Atomic(int) thread_key_ready;
 
 /* Heap structs live in mappings never given back, so that a destroyed
  * heap's handle still reads a struct (marked dead, see HANDLE_QUARANTINE). */
@@ -49,7 +47,6 @@ static void heap_reset_fields(heap_t *h) {
 
 /* A new heap in the registry (so purge passes and stats see it). */
 heap_t *_bk_heap_create(bool is_explicit) {
-  _bk_process_init();
   pthread_mutex_lock(&registry_lock);
   heap_t *h = heap_struct_alloc();
   if (h) {
@@ -95,55 +92,6 @@ void _bk_heap_release_all(heap_t *h) {
   _bk_huge_release_heap_blocks(h);
   _bk_huge_purge_warm(h, 0, true);
   heap_reset_fields(h);
-}
-
-heap_t *_bk_heap_get_initialized(void) {
-  heap_t *h = _bk_tls_heap;
-  if (h != &_bk_heap_empty) return h;
-  h = _bk_heap_create(false);
-  if (!h) return NULL;
-  _bk_tls_heap = h;
-  /* Acquire: pairs with the release below, so thread_key is set up. */
-  if (atomic_load_explicit(&thread_key_ready, memory_order_acquire)) pthread_setspecific(thread_key, h);
-  return h;
-}
-
-/* Called once per process (before or from the first allocation). */
-void _bk_heap_process_init(void) {
-  if (pthread_key_create(&thread_key, _bk_heap_thread_done) == 0)
-    atomic_store_explicit(&thread_key_ready, 1, memory_order_release);
-}
-
-static void set_pages_never_delayed(heap_t *h) {
-  for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
-    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg; seg = LIST_NEXT(seg, segment_t, link))
-      for (uint32_t i = 0; i < seg->page_count; i++)
-        if (seg->pages[i].in_use) _bk_page_set_delayed(&seg->pages[i], DELAYED_NEVER, false);
-}
-
-/* Thread exit: pages still holding blocks go with their segments to the
- * abandoned list; everything empty goes back to the caches. */
-void _bk_heap_thread_done(void *value) {
-  heap_t *h = value ? (heap_t *)value : _bk_tls_heap;
-  if (h == &_bk_heap_empty) return;
-  _bk_tls_heap = h; /* frees below must see the heap as local */
-  _bk_heap_take_delayed(h);
-  /* Waits out remote threads mid-way through a delayed free; after this no
-   * remote thread reads this heap again. */
-  set_pages_never_delayed(h);
-  _bk_heap_take_delayed(h);
-  for (unsigned kind = 0; kind < PAGED_KINDS; kind++) {
-    list_node_t *n;
-    while ((n = list_pop_front(&h->segments[kind]))) {
-      segment_t *seg = LIST_ENTRY(n, segment_t, link);
-      if (_bk_segment_collect_pages(seg, NULL) == 0) _bk_segment_release(seg);
-      else _bk_abandon(seg);
-    }
-  }
-  _bk_huge_purge_warm(h, 0, true);
-  _bk_tls_heap = &_bk_heap_empty;
-  _bk_heap_unregister(h);
-  _bk_purge_tick(_bk_os_now_ms());
 }
 
 /* Gives back what this heap holds idle: pages that waited the purge delay

@@ -210,6 +210,7 @@ void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
 }
 
 void _bk_huge_free(segment_t *seg) {
+  BRISK_ASSERT(seg->kind == SEG_HUGE && seg->block_offset < seg->mapped_size);
   heap_unlink(seg);
   /* The thread's warm blocks are bounded by their slots and a per-block
    * cap, and are not counted against the segment cache's cap: no shared

@@ -7,11 +7,6 @@
 #include <string.h>
 #include <strings.h>
 
-BRISK_INTERNAL brisk_options_t _bk_opt = {
-    .purge_delay_ms = 500,
-    .cache_cap = (size_t)512 << 20,
-};
-
 enum option_kind { OPT_BOOL, OPT_NUMBER, OPT_SIZE };
 
 #define ADDRESS_SPACE (1LL << 47)       /* a 48-bit user address space */

@@ -62,6 +62,7 @@ void _bk_page_collect(page_t *pg) {
   uint32_t n = 0;
   block_t *remote = take_thread_free(pg, &n);
   if (remote) {
+    BRISK_ASSERT(n <= pg->used);
     PUBLISH(pg->used, pg->used - n);
     if (!pg->free) {
       pg->free = remote;
@@ -78,6 +79,21 @@ void _bk_page_collect(page_t *pg) {
     pg->free = pg->local_free;
     pg->local_free = NULL;
   }
+}
+
+/* Blocks on the owner's two lists, each checked to lie on a block boundary
+ * of this page (a walk: for BRISK_ASSERT_FULL); -1 when a link is wrong. */
+long _bk_page_owner_free_count(const page_t *pg) {
+  long n = 0;
+  const uint8_t *end = pg->start + (size_t)pg->capacity * pg->block_size;
+  const block_t *lists[2] = {pg->free, pg->local_free};
+  for (int i = 0; i < 2; i++)
+    for (const block_t *b = lists[i]; b; b = b->next) {
+      const uint8_t *p = (const uint8_t *)b;
+      if (p < pg->start || p >= end || (size_t)(p - pg->start) % pg->block_size || ++n > (long)pg->capacity)
+        return -1;
+    }
+  return n;
 }
 
 block_t *_bk_page_block_start(const page_t *pg, const void *p) {

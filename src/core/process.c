@@ -1,12 +1,9 @@
-/* Process setup: options from the environment and the thread-exit hook.
+/* Process setup: options from the environment, once, before the first heap.
  * Runs from the constructor (api/process.c), or from the first allocation
  * when that comes earlier (the loader and libc allocate before constructors
  * run). */
 #include "core/core.h"
 
-/* Release by the thread that set up, acquire by every thread that checks:
- * a thread that sees 1 sees the options and the thread key in place. */
-BRISK_INTERNAL _Atomic(int) _bk_process_ready;
 static _Atomic(int) init_started;
 static __thread int init_running __attribute__((tls_model("initial-exec")));
 
@@ -20,7 +17,6 @@ void _bk_process_init(void) {
   }
   init_running = 1;
   _bk_options_read_environment();
-  _bk_heap_process_init();
   init_running = 0;
   atomic_store_explicit(&_bk_process_ready, 1, memory_order_release);
 }

@@ -18,8 +18,6 @@ static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
 static _Atomic(uint64_t) last_pass_ms;
 
-BRISK_INTERNAL __thread int _bk_locks_held __attribute__((tls_model("initial-exec")));
-
 /* Held through each shared pass, so that turning realtime mode on can wait
  * out a pass already under way, and brisk_collect runs beside none. */
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -97,6 +97,7 @@ page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind) {
   _bk_segment_pages_delta(seg, 1);
   if (!seg->free_page_mask) list_move_to_back(&h->segments[kind], &seg->link);
   page_t *pg = &seg->pages[idx];
+  BRISK_ASSERT(!pg->in_use);
   PUBLISH(pg->needs_purge, 0);
   return pg;
 }
@@ -120,6 +121,8 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
 void _bk_segment_page_release(heap_t *h, page_t *pg) {
   segment_t *seg = segment_of(pg);
   list_t *list = &h->segments[seg->kind];
+  BRISK_ASSERT(pg->used == 0);
+  BRISK_ASSERT_FULL(_bk_page_owner_free_count(pg) == (long)pg->capacity);
   _bk_segment_page_freed(seg, pg);
   list_move_to_front(list, &seg->link);
   if (seg->pages_in_use == 0 && seg->link.next) {

@@ -5,8 +5,7 @@
 #ifndef BRISK_LIST_H
 #define BRISK_LIST_H
 
-#include <stdbool.h>
-#include <stddef.h>
+#include "ds/ds.h"
 
 typedef struct list_node { struct list_node *next, *prev; } list_node_t;
 typedef struct list { list_node_t *first, *last; } list_t;
@@ -41,6 +40,8 @@ static inline void list_push_back(list_t *l, list_node_t *n) {
 }
 
 static inline void list_remove(list_t *l, list_node_t *n) {
+  BRISK_ASSERT(n->prev ? n->prev->next == n : l->first == n);
+  BRISK_ASSERT(n->next ? n->next->prev == n : l->last == n);
   if (n->prev) n->prev->next = n->next;
   else l->first = n->next;
   if (n->next) n->next->prev = n->prev;
@@ -64,6 +65,15 @@ static inline void list_move_to_back(list_t *l, list_node_t *n) {
   if (l->last == n) return;
   list_remove(l, n);
   list_push_back(l, n);
+}
+
+/* Every link agrees with its neighbour's and the ends are right (a walk:
+ * for BRISK_ASSERT_FULL). */
+static inline bool list_is_consistent(const list_t *l) {
+  const list_node_t *prev = NULL;
+  for (const list_node_t *n = l->first; n; prev = n, n = n->next)
+    if (n->prev != prev) return false;
+  return l->last == prev;
 }
 
 #endif

@@ -24,7 +24,10 @@ static inline heap_t *heap_checked(const brisk_heap_t *bh, const char *fn, bool 
 
 static inline heap_t *heap_for_alloc(brisk_heap_t *bh, const char *fn) { return heap_checked(bh, fn, true); }
 
-brisk_heap_t *brisk_heap_new(void) { return (brisk_heap_t *)_bk_heap_create(true); }
+brisk_heap_t *brisk_heap_new(void) {
+  _bk_process_init();
+  return (brisk_heap_t *)_bk_heap_create(true);
+}
 
 void brisk_heap_destroy(brisk_heap_t *bh) {
   if (!bh) return;

@@ -1,0 +1,77 @@
+/* A heap's pages: per size class a queue of pages that may have free
+ * blocks (the first is the one allocated from, and the direct slots point
+ * at it), the list of pages parked as full, and the frees of the heap's own
+ * blocks that move pages between them. Owner thread only. */
+#include "core/core.h"
+
+/* Points the direct slots of a small class at the first page of its queue. */
+static void direct_update(heap_t *h, unsigned cls) {
+  size_t size = _bk_class_size(cls);
+  if (size > DIRECT_SIZE_MAX) return;
+  page_t *pg = heap_queue_first(h, cls);
+  if (!pg) pg = &_bk_page_empty;
+  size_t lo = cls == 1 ? 0 : _bk_class_size(cls - 1) / 16 + 1;
+  for (size_t i = lo; i <= size / 16; i++) h->direct[i] = pg;
+}
+
+void _bk_heap_queue_push_front(heap_t *h, page_t *pg) {
+  list_push_front(&h->queues[pg->size_class], &pg->link);
+  direct_update(h, pg->size_class);
+}
+
+void _bk_heap_queue_push(heap_t *h, page_t *pg) {
+  list_push_back(&h->queues[pg->size_class], &pg->link);
+  if (heap_queue_first(h, pg->size_class) == pg) direct_update(h, pg->size_class);
+}
+
+void _bk_heap_queue_to_front(heap_t *h, page_t *pg) {
+  list_t *q = &h->queues[pg->size_class];
+  if (q->first == &pg->link) return;
+  list_move_to_front(q, &pg->link);
+  direct_update(h, pg->size_class);
+}
+
+void _bk_heap_page_to_full(heap_t *h, page_t *pg) {
+  bool was_first = heap_queue_first(h, pg->size_class) == pg;
+  list_remove(&h->queues[pg->size_class], &pg->link);
+  list_push_back(&h->full, &pg->link);
+  PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_IN_FULL));
+  if (was_first) direct_update(h, pg->size_class);
+}
+
+static void page_unfull(heap_t *h, page_t *pg) {
+  list_remove(&h->full, &pg->link);
+  PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL));
+  _bk_page_set_delayed(pg, DELAYED_NONE, false);
+  _bk_heap_queue_push(h, pg);
+}
+
+void _bk_heap_page_emptied(heap_t *h, page_t *pg) {
+  if (heap_queue_first(h, pg->size_class) == pg) return; /* the page being allocated from stays */
+  list_remove(&h->queues[pg->size_class], &pg->link);
+  _bk_segment_page_release(h, pg);
+}
+
+/* A block of h's own page, freed by h's thread (or handed over by another
+ * thread through the delayed list). */
+void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
+  b->next = pg->local_free;
+  pg->local_free = b;
+  BRISK_ASSERT(pg->used > 0);
+  PUBLISH(pg->used, pg->used - 1);
+  if (pg->flags & PAGE_IN_FULL) page_unfull(h, pg);
+  if (pg->used == 0) _bk_heap_page_emptied(h, pg);
+}
+
+/* The blocks other threads freed into h's full pages (remote_free.c). */
+void _bk_heap_take_delayed(heap_t *h) {
+  if (!atomic_load_explicit(&h->delayed_free, memory_order_relaxed)) return;
+  block_t *b = atomic_exchange_explicit(&h->delayed_free, NULL, memory_order_acquire);
+  while (b) {
+    block_t *next = b->next;
+    segment_t *seg = segment_of(b);
+    _bk_heap_free_local(h, page_of(seg, b), b);
+    b = next;
+  }
+}
+
