@@ -1,4 +1,5 @@
-// Helpers shared by the brisk GoogleTest suites.
+// Helpers shared by the brisk GoogleTest suites: the one place for what more
+// than one test file uses.
 //
 // The suites call only the prefixed API (brisk_malloc, ...) so that they also
 // run in the sanitizer builds, where brisk is compiled into the test binary
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -207,6 +209,42 @@ inline brisk_stats_t stats_now() {
   EXPECT_EQ(brisk_stats_get(&st), 0);
   return st;
 }
+
+// The class brisk uses for a request of n bytes: the smallest class size
+// that holds it.
+inline unsigned class_for(const brisk_stats_t &st, size_t n) {
+  for (unsigned c = 0; c < st.class_count && c < BRISK_STATS_MAX_CLASSES; ++c)
+    if (st.class_size[c] >= n) return c;
+  return 0;
+}
+
+// Runs f on a new thread and waits for it (a thread with a fresh heap).
+template <class F>
+void on_fresh_thread(F f) {
+  std::thread t(f);
+  t.join();
+}
+
+// ---- The C++ layer (test_cpp_allocator.cpp, test_cpp_pmr_pool.cpp) ----------
+// (Not the types of overaligned_types.h, which the operator new/delete tests
+// use: a file includes one or the other.)
+
+// 1 PiB: more than the address space, so never available.
+inline volatile size_t g_huge = static_cast<size_t>(1) << 50;
+
+// The block came from brisk (the C++ layer tests link brisk_core, so malloc
+// and operator new stay glibc's or the sanitizer's).
+inline bool owned(const void *p) { return brisk_owns(p) != 0; }
+
+struct alignas(64) A64 {
+  unsigned char c[100];
+  explicit A64(unsigned char v = 0) { std::memset(c, v, sizeof c); }
+};
+struct alignas(256) A256 {
+  unsigned char c[300];
+  explicit A256(unsigned char v = 0) { std::memset(c, v, sizeof c); }
+  bool operator<(const A256 &o) const { return c[0] < o.c[0]; }
+};
 
 }  // namespace bt
 
