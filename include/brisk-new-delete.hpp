@@ -74,12 +74,8 @@ inline std::size_t alignment(std::align_val_t a) noexcept { return static_cast<s
 
 // ---- new ---------------------------------------------------------------------
 
-void *operator new(std::size_t size) {
-  return brisk::new_delete_detail::allocate(size, 0, false);
-}
-void *operator new[](std::size_t size) {
-  return brisk::new_delete_detail::allocate(size, 0, false);
-}
+void *operator new(std::size_t size) { return brisk::new_delete_detail::allocate(size, 0, false); }
+void *operator new[](std::size_t size) { return brisk::new_delete_detail::allocate(size, 0, false); }
 void *operator new(std::size_t size, const std::nothrow_t &) noexcept {
   return brisk::new_delete_detail::allocate(size, 0, true);
 }

@@ -148,15 +148,15 @@ BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alig
 typedef struct brisk_pool brisk_pool_t;
 
 typedef struct brisk_pool_stats_s {
-  size_t object_size;   /* bytes per object: the request, at least 16, rounded up to `alignment` */
-  size_t alignment;     /* the alignment objects get: the one asked, at least 8 (see brisk_pool_new) */
-  size_t max_objects;   /* 0 = unbounded */
-  size_t live_objects;  /* allocated and not yet freed */
-  size_t capacity;      /* objects the pool's memory can hold now */
-  size_t bytes_held;    /* memory the pool holds */
-  uint64_t allocs;      /* total successful allocations */
-  uint64_t frees;       /* total frees */
-  uint64_t exhausted;   /* allocations refused because the bound was reached */
+  size_t object_size;  /* bytes per object: the request, at least 16, rounded up to `alignment` */
+  size_t alignment;    /* the alignment objects get: the one asked, at least 8 (see brisk_pool_new) */
+  size_t max_objects;  /* 0 = unbounded */
+  size_t live_objects; /* allocated and not yet freed */
+  size_t capacity;     /* objects the pool's memory can hold now */
+  size_t bytes_held;   /* memory the pool holds */
+  uint64_t allocs;     /* total successful allocations */
+  uint64_t frees;      /* total frees */
+  uint64_t exhausted;  /* allocations refused because the bound was reached */
 } brisk_pool_stats_t;
 
 /* object_size: 1 B .. 1 MiB; alignment: a power of two up to 16 KiB
@@ -188,28 +188,28 @@ enum brisk_tier { BRISK_TIER_SMALL, BRISK_TIER_MEDIUM, BRISK_TIER_LARGE, BRISK_T
 
 typedef struct brisk_tier_stats {
   uint64_t live_blocks;
-  size_t in_use;        /* bytes in live blocks (whole blocks, not requests) */
-  size_t committed;     /* bytes of pages holding blocks or not yet purged */
-  size_t reserved;      /* address space of the tier's segments */
+  size_t in_use;    /* bytes in live blocks (whole blocks, not requests) */
+  size_t committed; /* bytes of pages holding blocks or not yet purged */
+  size_t reserved;  /* address space of the tier's segments */
 } brisk_tier_stats_t;
 
 typedef struct brisk_stats {
-  uint32_t version;     /* in: BRISK_STATS_VERSION */
-  uint32_t class_count; /* entries used in class_size / class_live_blocks */
-  uint64_t requested;   /* bytes asked of malloc & co. so far (cumulative) */
+  uint32_t version;                   /* in: BRISK_STATS_VERSION */
+  uint32_t class_count;               /* entries used in class_size / class_live_blocks */
+  uint64_t requested;                 /* bytes asked of malloc & co. so far (cumulative) */
   size_t in_use, committed, reserved; /* sums over the tiers */
-  size_t cached;        /* free segments and huge blocks kept warm (in reserved) */
-  size_t peak_reserved; /* highest `reserved` so far */
-  size_t mapped;        /* bytes brisk has mapped from the OS now */
+  size_t cached;                      /* free segments and huge blocks kept warm (in reserved) */
+  size_t peak_reserved;               /* highest `reserved` so far */
+  size_t mapped;                      /* bytes brisk has mapped from the OS now */
   brisk_tier_stats_t tiers[BRISK_TIER_COUNT];
   size_t class_size[BRISK_STATS_MAX_CLASSES];
   uint64_t class_live_blocks[BRISK_STATS_MAX_CLASSES];
   uint64_t mmap_calls, munmap_calls, madvise_calls, mremap_calls;
   uint64_t cache_hits, cache_misses; /* segment and huge-block recycling */
-  uint32_t thread_heaps;     /* live per-thread heaps */
-  uint32_t explicit_heaps;   /* live brisk_heap_new heaps */
-  uint32_t abandoned_segments; /* segments of exited threads still holding blocks */
-  size_t abandoned_bytes;    /* bytes of the pages in them that still hold blocks */
+  uint32_t thread_heaps;             /* live per-thread heaps */
+  uint32_t explicit_heaps;           /* live brisk_heap_new heaps */
+  uint32_t abandoned_segments;       /* segments of exited threads still holding blocks */
+  size_t abandoned_bytes;            /* bytes of the pages in them that still hold blocks */
   uint64_t threads_exited;
 } brisk_stats_t;
 
@@ -318,11 +318,11 @@ BRISK_API void brisk_set_realtime(int on);
 
 enum brisk_check_error {
   BRISK_CHECK_OK = 0,
-  BRISK_CHECK_CHUNK_MAP = 1,  /* a segment is not where the chunk map says */
-  BRISK_CHECK_SEGMENT = 2,    /* segment header fields disagree */
-  BRISK_CHECK_PAGE = 3,       /* page counts disagree */
-  BRISK_CHECK_FREE_LIST = 4,  /* a free list points outside its page, or loops */
-  BRISK_CHECK_CACHE = 5,      /* a cached segment is inconsistent */
+  BRISK_CHECK_CHUNK_MAP = 1, /* a segment is not where the chunk map says */
+  BRISK_CHECK_SEGMENT = 2,   /* segment header fields disagree */
+  BRISK_CHECK_PAGE = 3,      /* page counts disagree */
+  BRISK_CHECK_FREE_LIST = 4, /* a free list points outside its page, or loops */
+  BRISK_CHECK_CACHE = 5,     /* a cached segment is inconsistent */
 };
 
 /* Walks brisk's metadata (the calling thread's heap and free lists, all

@@ -40,7 +40,7 @@ inline constexpr std::size_t malloc_alignment = 16;
 
 constexpr bool malloc_aligns(std::size_t bytes, std::size_t alignment) noexcept {
   return alignment <= 1 ||
-         (alignment <= malloc_alignment && (bytes >= malloc_alignment || bytes % alignment == 0));
+      (alignment <= malloc_alignment && (bytes >= malloc_alignment || bytes % alignment == 0));
 }
 
 [[noreturn]] inline void throw_bad_alloc() {
@@ -69,10 +69,8 @@ std::size_t array_bytes(std::size_t n) {
 // The size is only a hint to brisk; an over-aligned block is released
 // unsized so the hint never has to describe alignment padding.
 inline void release(void *p, std::size_t bytes, std::size_t alignment) noexcept {
-  if (malloc_aligns(bytes, alignment))
-    brisk_free_sized(p, bytes);
-  else
-    brisk_free(p);
+  if (malloc_aligns(bytes, alignment)) brisk_free_sized(p, bytes);
+  else brisk_free(p);
 }
 
 }  // namespace detail
@@ -105,9 +103,7 @@ class allocator {
     return static_cast<T *>(p);
   }
 
-  void deallocate(T *p, std::size_t n) noexcept {
-    detail::release(p, n * sizeof(T), alignof(T));
-  }
+  void deallocate(T *p, std::size_t n) noexcept { detail::release(p, n * sizeof(T), alignof(T)); }
 };
 
 template <class T, class U>
@@ -192,16 +188,13 @@ class heap_allocator {
 
   [[nodiscard]] T *allocate(std::size_t n) {
     const std::size_t bytes = detail::array_bytes<T>(n);
-    void *p = detail::malloc_aligns(bytes, alignof(T))
-                  ? brisk_heap_malloc(h_, bytes)
-                  : brisk_heap_aligned_alloc(h_, alignof(T), bytes);
+    void *p = detail::malloc_aligns(bytes, alignof(T)) ? brisk_heap_malloc(h_, bytes)
+                                                       : brisk_heap_aligned_alloc(h_, alignof(T), bytes);
     if (!p) detail::throw_bad_alloc();
     return static_cast<T *>(p);
   }
 
-  void deallocate(T *p, std::size_t n) noexcept {
-    detail::release(p, n * sizeof(T), alignof(T));
-  }
+  void deallocate(T *p, std::size_t n) noexcept { detail::release(p, n * sizeof(T), alignof(T)); }
 
   brisk_heap_t *get() const noexcept { return h_; }
 
@@ -238,10 +231,8 @@ class memory_resource : public std::pmr::memory_resource {
   void *do_allocate(std::size_t bytes, std::size_t alignment) override {
     const bool plain = detail::malloc_aligns(bytes, alignment);
     void *p;
-    if (h_)
-      p = plain ? brisk_heap_malloc(h_, bytes) : brisk_heap_aligned_alloc(h_, alignment, bytes);
-    else
-      p = plain ? brisk_malloc(bytes) : brisk_aligned_alloc(alignment, bytes);
+    if (h_) p = plain ? brisk_heap_malloc(h_, bytes) : brisk_heap_aligned_alloc(h_, alignment, bytes);
+    else p = plain ? brisk_malloc(bytes) : brisk_aligned_alloc(alignment, bytes);
     if (!p) detail::throw_bad_alloc();
     return p;
   }
@@ -308,8 +299,7 @@ class object_pool {
 
   /// max_objects > 0 bounds the live objects; create() then throws
   /// std::bad_alloc until some are destroyed.
-  explicit object_pool(std::size_t max_objects = 0)
-      : pool_(brisk_pool_new(sizeof(T), alignof(T), max_objects)) {
+  explicit object_pool(std::size_t max_objects = 0) : pool_(brisk_pool_new(sizeof(T), alignof(T), max_objects)) {
     if (!pool_) detail::throw_bad_alloc();
   }
   ~object_pool() {
@@ -365,10 +355,8 @@ class object_pool {
  private:
   template <class... Args>
   static T *construct(void *slot, Args &&...args) {
-    if constexpr (std::is_constructible_v<T, Args...>)
-      return ::new (slot) T(std::forward<Args>(args)...);
-    else
-      return ::new (slot) T{std::forward<Args>(args)...};
+    if constexpr (std::is_constructible_v<T, Args...>) return ::new (slot) T(std::forward<Args>(args)...);
+    else return ::new (slot) T{std::forward<Args>(args)...};
   }
 
   brisk_pool_t *pool_;

@@ -11,7 +11,9 @@ REPLACEABLE void free(void *p) { free_fast(p); }
 REPLACEABLE void *calloc(size_t n, size_t size) { return brisk_calloc(n, size); }
 REPLACEABLE void *realloc(void *p, size_t size) { return brisk_realloc(p, size); }
 REPLACEABLE void *aligned_alloc(size_t align, size_t size) { return brisk_aligned_alloc(align, size); }
-REPLACEABLE int posix_memalign(void **out, size_t align, size_t size) { return brisk_posix_memalign(out, align, size); }
+REPLACEABLE int posix_memalign(void **out, size_t align, size_t size) {
+  return brisk_posix_memalign(out, align, size);
+}
 REPLACEABLE void *memalign(size_t align, size_t size) { return brisk_memalign(align, size); }
 REPLACEABLE void *valloc(size_t size) { return brisk_memalign(_bk_os_page_size(), size); }
 REPLACEABLE size_t malloc_usable_size(void *p) { return brisk_usable_size(p); }
@@ -30,8 +32,15 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size) {
   return size_product(n, size, &total) ? realloc(p, total) : NULL;
 }
 
-EXPORT void free_sized(void *p, size_t size) { (void)size; free(p); }
-EXPORT void free_aligned_sized(void *p, size_t align, size_t size) { (void)align; (void)size; free(p); }
+EXPORT void free_sized(void *p, size_t size) {
+  (void)size;
+  free(p);
+}
+EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
+  (void)align;
+  (void)size;
+  free(p);
+}
 
 EXPORT void *pvalloc(size_t size) {
   size_t page = _bk_os_page_size();
@@ -60,8 +69,13 @@ EXPORT int __posix_memalign(void **out, size_t align, size_t size) { return posi
 EXPORT struct mallinfo2 mallinfo2(void) {
   mallinfo_fields_t f;
   _bk_stats_mallinfo(&f);
-  return (struct mallinfo2){.arena = f.arena, .ordblks = f.ordblks, .hblks = f.hblks, .hblkhd = f.hblkhd,
-                            .usmblks = f.usmblks, .uordblks = f.uordblks, .fordblks = f.fordblks,
+  return (struct mallinfo2){.arena = f.arena,
+                            .ordblks = f.ordblks,
+                            .hblks = f.hblks,
+                            .hblkhd = f.hblkhd,
+                            .usmblks = f.usmblks,
+                            .uordblks = f.uordblks,
+                            .fordblks = f.fordblks,
                             .keepcost = f.keepcost};
 }
 #endif
@@ -72,10 +86,14 @@ static int saturate(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
 REPLACEABLE struct mallinfo mallinfo(void) {
   mallinfo_fields_t f;
   _bk_stats_mallinfo(&f);
-  return (struct mallinfo){.arena = saturate(f.arena), .ordblks = saturate(f.ordblks),
-                           .hblks = saturate(f.hblks), .hblkhd = saturate(f.hblkhd),
-                           .usmblks = saturate(f.usmblks), .uordblks = saturate(f.uordblks),
-                           .fordblks = saturate(f.fordblks), .keepcost = saturate(f.keepcost)};
+  return (struct mallinfo){.arena = saturate(f.arena),
+                           .ordblks = saturate(f.ordblks),
+                           .hblks = saturate(f.hblks),
+                           .hblkhd = saturate(f.hblkhd),
+                           .usmblks = saturate(f.usmblks),
+                           .uordblks = saturate(f.uordblks),
+                           .fordblks = saturate(f.fordblks),
+                           .keepcost = saturate(f.keepcost)};
 }
 
 REPLACEABLE void malloc_stats(void) { _bk_stats_print_malloc_stats(); }
@@ -87,13 +105,17 @@ REPLACEABLE void malloc_stats(void) { _bk_stats_print_malloc_stats(); }
 REPLACEABLE int mallopt(int param, int value) {
   (void)value;
   switch (param) {
-    case M_MXFAST: case M_NLBLKS: case M_GRAIN: case M_KEEP:
-    case M_TRIM_THRESHOLD: case M_TOP_PAD: case M_MMAP_THRESHOLD: case M_MMAP_MAX:
-    case M_ARENA_TEST: case M_ARENA_MAX:
-      return 1;
-    default:
-      return 0;
+  case M_MXFAST:
+  case M_NLBLKS:
+  case M_GRAIN:
+  case M_KEEP:
+  case M_TRIM_THRESHOLD:
+  case M_TOP_PAD:
+  case M_MMAP_THRESHOLD:
+  case M_MMAP_MAX:
+  case M_ARENA_TEST:
+  case M_ARENA_MAX: return 1;
+  default: return 0;
   }
 }
 #endif
-

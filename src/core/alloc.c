@@ -37,9 +37,7 @@ void *_bk_block_start_of(const void *p) {
 
 /* ---- calloc and realloc ------------------------------------------------- */
 
-static heap_t *heap_ready(heap_t *h) {
-  return h != &_bk_heap_empty ? h : _bk_heap_get_initialized();
-}
+static heap_t *heap_ready(heap_t *h) { return h != &_bk_heap_empty ? h : _bk_heap_get_initialized(); }
 
 void *_bk_calloc_in(heap_t *h, size_t count, size_t size) {
   size_t total;

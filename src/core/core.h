@@ -26,10 +26,10 @@ BRISK_INTERNAL bool _bk_memory_purge(void *p, size_t size);
 BRISK_INTERNAL bool _bk_memory_resize(void *p, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool _bk_memory_move(void *p, size_t old_size, void *target, size_t new_size);
 BRISK_INTERNAL void _bk_memory_cap_refused(size_t size);
-BRISK_INTERNAL void _bk_memory_set_cap(size_t bytes);  /* for the layers above */
-BRISK_INTERNAL size_t _bk_memory_cap(void);            /* for the layers above */
-BRISK_INTERNAL size_t _bk_memory_mapped(void);         /* for the layers above */
-BRISK_INTERNAL size_t _bk_memory_peak(void);           /* for the layers above */
+BRISK_INTERNAL void _bk_memory_set_cap(size_t bytes); /* for the layers above */
+BRISK_INTERNAL size_t _bk_memory_cap(void);           /* for the layers above */
+BRISK_INTERNAL size_t _bk_memory_mapped(void);        /* for the layers above */
+BRISK_INTERNAL size_t _bk_memory_peak(void);          /* for the layers above */
 
 /* ---- registry.c: every mapped segment (for the layers above: walks) ---- */
 BRISK_INTERNAL void _bk_segments_add(segment_t *seg);
@@ -93,7 +93,9 @@ BRISK_INTERNAL void _bk_abandoned_lock(void);
 BRISK_INTERNAL void _bk_abandoned_unlock(void);
 
 /* ---- page_queue.c: a heap's pages and frees of its own blocks ---------- */
-static inline page_t *heap_queue_first(heap_t *h, unsigned cls) { return LIST_FIRST(&h->queues[cls], page_t, link); }
+static inline page_t *heap_queue_first(heap_t *h, unsigned cls) {
+  return LIST_FIRST(&h->queues[cls], page_t, link);
+}
 BRISK_INTERNAL void _bk_heap_queue_push(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_queue_push_front(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_queue_to_front(heap_t *h, page_t *pg);
@@ -145,7 +147,7 @@ BRISK_INTERNAL void _bk_purge_release_all(void);
 BRISK_INTERNAL void _bk_purge_quiesce(void);
 BRISK_INTERNAL void _bk_purge_fork_lock(void);
 BRISK_INTERNAL void _bk_purge_fork_unlock(bool in_child);
-BRISK_INTERNAL void _bk_collect(void);                 /* for the layers above */
+BRISK_INTERNAL void _bk_collect(void); /* for the layers above */
 
 /* ---- thread_exit.c: a thread's heap, made and ended -------------------- */
 BRISK_INTERNAL heap_t *_bk_heap_get_initialized(void);

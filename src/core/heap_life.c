@@ -98,7 +98,8 @@ void _bk_heap_release_all(heap_t *h) {
  * (all with force) and, with force, its warm huge blocks. */
 void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force) {
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
-    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg; seg = LIST_NEXT(seg, segment_t, link))
+    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg;
+         seg = LIST_NEXT(seg, segment_t, link))
       _bk_segment_purge_pages(seg, now, force);
   _bk_huge_purge_warm(h, now, force);
 }
@@ -106,7 +107,8 @@ void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force) {
 void _bk_heap_foreach(void (*fn)(heap_t *, void *), void *arg) {
   pthread_mutex_lock(&registry_lock);
   _bk_locks_held++;
-  for (heap_t *h = LIST_FIRST(&registry, heap_t, registry_link); h; h = LIST_NEXT(h, heap_t, registry_link)) fn(h, arg);
+  for (heap_t *h = LIST_FIRST(&registry, heap_t, registry_link); h; h = LIST_NEXT(h, heap_t, registry_link))
+    fn(h, arg);
   _bk_locks_held--;
   pthread_mutex_unlock(&registry_lock);
 }

@@ -185,7 +185,10 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
  * Size 0 gets a real byte, so the pointer is inside the mapping. */
 void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   if (size == 0) size = 1;
-  if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE || align > PTRDIFF_MAX / 4) { errno = ENOMEM; return NULL; }
+  if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE || align > PTRDIFF_MAX / 4) {
+    errno = ENOMEM;
+    return NULL;
+  }
   if (align < 64) align = 64;
   size_t skew = align > SEGMENT_SIZE ? SEGMENT_SIZE : 0;
   size_t mapped = huge_round((skew ? skew : block_offset_for(NULL, align)) + size);
@@ -251,5 +254,6 @@ void _bk_huge_purge_warm(heap_t *h, uint64_t now, bool force) {
     return;
   }
   segment_t *seg;
-  while ((seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false))) _bk_segment_release(seg);
+  while ((seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false)))
+    _bk_segment_release(seg);
 }

@@ -78,8 +78,14 @@ static void range_text(const struct option_info *o, char *buf, size_t len) {
 static bool parse_bool(const char *s, long long *out) {
   static const char *const yes[] = {"1", "yes", "on", "true"}, *const no[] = {"0", "no", "off", "false"};
   for (int i = 0; i < 4; i++) {
-    if (!strcasecmp(s, yes[i])) { *out = 1; return true; }
-    if (!strcasecmp(s, no[i])) { *out = 0; return true; }
+    if (!strcasecmp(s, yes[i])) {
+      *out = 1;
+      return true;
+    }
+    if (!strcasecmp(s, no[i])) {
+      *out = 0;
+      return true;
+    }
   }
   return false;
 }
@@ -126,7 +132,8 @@ static int set_reserve(size_t want) {
   if (placed == want - old) return 0;
   _bk_opt.reserve = old + placed;
   _bk_warning("BRISK_RESERVE: only %zu of the %zu bytes asked could be reserved (the OS, BRISK_MAX_BYTES or a "
-                "full cache refused the rest)", old + placed, want);
+              "full cache refused the rest)",
+              old + placed, want);
   return ENOMEM;
 }
 
@@ -236,11 +243,9 @@ static void apply_environment(brisk_option_t opt) {
   range_text(o, range, sizeof range);
   if (!parse_option(opt, v, &value))
     _bk_warning("ignoring %s=\"%s\": expected %s%s%s", o->env, v, accepted_form[o->kind], *range ? ", in " : "",
-                  range);
-  else if (!in_range(o, value))
-    _bk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
-  else
-    _bk_option_set(opt, value); /* RESERVE warns itself when it falls short */
+                range);
+  else if (!in_range(o, value)) _bk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
+  else _bk_option_set(opt, value); /* RESERVE warns itself when it falls short */
 }
 
 /* Each variable once, at start: a malformed or out-of-range value or an
@@ -256,7 +261,7 @@ void _bk_options_read_environment(void) {
     const char *eq = strchr(*e, '=');
     size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
     bool known = !strncmp(*e, TOOL_PREFIX, strlen(TOOL_PREFIX)) || in_list(*e, len, other_variables) ||
-                 in_list(*e, len, tool_variables);
+        in_list(*e, len, tool_variables);
     for (int i = 0; i < BRISK_OPTION_COUNT && !known; i++) known = name_is(*e, len, options[i].env);
     if (!known) warn_unknown(*e, len);
   }

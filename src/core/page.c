@@ -47,8 +47,8 @@ void _bk_page_extend(page_t *pg) {
 static block_t *take_thread_free(page_t *pg, uint32_t *count) {
   uintptr_t tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
   while (tf & ~TF_STATE_MASK) {
-    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, tf & TF_STATE_MASK,
-                                              memory_order_acquire, memory_order_relaxed)) {
+    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, tf & TF_STATE_MASK, memory_order_acquire,
+                                              memory_order_relaxed)) {
       *count = (uint32_t)(tf >> TF_COUNT_SHIFT);
       return tf_list(tf);
     }

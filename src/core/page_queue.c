@@ -74,4 +74,3 @@ void _bk_heap_take_delayed(heap_t *h) {
     b = next;
   }
 }
-

@@ -37,7 +37,8 @@ static void purge_shared(uint64_t now) {
  * emptied are drained at that pace). Measured from the last pass, so a
  * shorter delay set at run time applies at once. */
 static bool pass_due(uint64_t now) {
-  uint64_t interval = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? _bk_opt.purge_delay_ms / 2 : 1000;
+  uint64_t interval = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? _bk_opt.purge_delay_ms / 2
+                                                                                 : 1000;
   if (interval < 10) interval = 10;
   return now - atomic_load_explicit(&last_pass_ms, memory_order_relaxed) >= interval;
 }
@@ -56,8 +57,8 @@ static void run_pass(uint64_t now) {
  * brisk's (a pass takes the heap registry and segment locks) or another
  * thread runs one: never waits. */
 static void pass_if_due(uint64_t now) {
-  if (!pass_due(now) || _bk_opt.realtime ||
-      _bk_locks_held || !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
+  if (!pass_due(now) || _bk_opt.realtime || _bk_locks_held ||
+      !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
     return;
   if (pthread_mutex_trylock(&pass_lock) != 0) return;
   run_pass(now);

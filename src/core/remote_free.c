@@ -71,8 +71,8 @@ void _bk_page_free_remote(page_t *pg, block_t *b) {
        * heap so it sees the page has room again. */
       freeing_enter();
       uintptr_t busy = (tf & ~TF_STATE_MASK) | DELAYED_FREEING;
-      if (!atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, busy,
-                                                 memory_order_acquire, memory_order_relaxed)) {
+      if (!atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, busy, memory_order_acquire,
+                                                 memory_order_relaxed)) {
         atomic_fetch_sub(&freeing_now, 1);
         continue;
       }
@@ -80,12 +80,11 @@ void _bk_page_free_remote(page_t *pg, block_t *b) {
       block_t *head = atomic_load_explicit(&h->delayed_free, memory_order_relaxed);
       do {
         b->next = head;
-      } while (!atomic_compare_exchange_weak_explicit(&h->delayed_free, &head, b,
-                                                      memory_order_release, memory_order_relaxed));
+      } while (!atomic_compare_exchange_weak_explicit(&h->delayed_free, &head, b, memory_order_release,
+                                                      memory_order_relaxed));
       /* Only this thread may leave the FREEING state. */
       tf = atomic_load_explicit(&pg->thread_free, memory_order_relaxed);
-      while (!atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf,
-                                                    (tf & ~TF_STATE_MASK) | DELAYED_NONE,
+      while (!atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, (tf & ~TF_STATE_MASK) | DELAYED_NONE,
                                                     memory_order_release, memory_order_relaxed)) {
       }
       atomic_fetch_sub(&freeing_now, 1);
@@ -93,9 +92,8 @@ void _bk_page_free_remote(page_t *pg, block_t *b) {
     }
     b->next = tf_list(tf);
     uintptr_t pushed = (uintptr_t)b | (tf & TF_STATE_MASK) | ((tf & TF_COUNT_MASK) + TF_COUNT_ONE);
-    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, pushed,
-                                              memory_order_release, memory_order_relaxed))
+    if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, pushed, memory_order_release,
+                                              memory_order_relaxed))
       return;
   }
 }
-

@@ -50,7 +50,9 @@ static bool cache_reserve(size_t bytes) {
   return false;
 }
 
-static void cache_unreserve(size_t bytes) { atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed); }
+static void cache_unreserve(size_t bytes) {
+  atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed);
+}
 
 /* A slot is claimed with SLOT_BUSY while its hints are written, so a taker
  * that sees a segment also sees that segment's hints. */
@@ -73,7 +75,7 @@ bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since
 }
 
 segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind,
-                      bool counted) {
+                          bool counted) {
   for (size_t i = 0; i < n; i++) {
     segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
     if (!seg || seg == SLOT_BUSY) continue;
@@ -85,9 +87,9 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
     if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
                                                  memory_order_relaxed))
       continue;
-    bool really = kind == SEG_HUGE ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size &&
-                                         seg->mapped_size <= max_size
-                                   : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
+    bool really = kind == SEG_HUGE
+        ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size && seg->mapped_size <= max_size
+        : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
     if (really) return seg;
     /* The slot was emptied and refilled with a resized segment meanwhile. */
     if (!_bk_slots_put(slots, n, seg, _bk_os_now_ms())) {
@@ -107,8 +109,8 @@ bool _bk_segment_cache_put(segment_t *seg) {
   uint64_t now = _bk_os_now_ms();
   seg->cached_at_ms = now;
   if (!cache_reserve(seg->mapped_size)) return false;
-  if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size >
-                          cache_limit() / 16)
+  if (!seg->purged &&
+      atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size > cache_limit() / 16)
     purge_cached(seg);
   dirty_account(seg, true);
   if (_bk_slots_put(cache_slots, SEGMENT_CACHE_SLOTS, seg, now)) {
@@ -133,8 +135,10 @@ segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kin
 /* Gives back all of a cached segment but its header. `purged` promises
  * calloc that the rest reads as zero: set only when the purge happened. */
 static void purge_cached(segment_t *seg) {
-  uint8_t *header_end = (uint8_t *)seg + align_up(seg->kind == SEG_HUGE ? HUGE_BLOCK_OFFSET : sizeof(segment_t), OS_PAGE_SIZE);
-  if (_bk_memory_purge(header_end, (size_t)((uint8_t *)seg + seg->mapped_size - header_end))) PUBLISH(seg->purged, 1);
+  uint8_t *header_end = (uint8_t *)seg +
+      align_up(seg->kind == SEG_HUGE ? HUGE_BLOCK_OFFSET : sizeof(segment_t), OS_PAGE_SIZE);
+  if (_bk_memory_purge(header_end, (size_t)((uint8_t *)seg + seg->mapped_size - header_end)))
+    PUBLISH(seg->purged, 1);
 }
 
 /* Purges (or with force, unmaps) what has sat in `slots` for the purge
@@ -146,7 +150,10 @@ bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bo
     if (!seg || seg == SLOT_BUSY) continue;
     uint64_t age = now - atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
     bool purged = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed) & TAG_PURGED;
-    if (!force && age < _bk_opt.purge_delay_ms) { pending = true; continue; }
+    if (!force && age < _bk_opt.purge_delay_ms) {
+      pending = true;
+      continue;
+    }
     /* Purged segments cost only address space: unmap them much later. */
     if (!force && purged && age < UNMAP_DELAY_FACTOR * _bk_opt.purge_delay_ms) continue;
     if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
@@ -163,4 +170,6 @@ bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bo
   return pending;
 }
 
-void _bk_segment_cache_purge(uint64_t now, bool force) { _bk_slots_purge(cache_slots, SEGMENT_CACHE_SLOTS, now, force, true); }
+void _bk_segment_cache_purge(uint64_t now, bool force) {
+  _bk_slots_purge(cache_slots, SEGMENT_CACHE_SLOTS, now, force, true);
+}

@@ -25,7 +25,8 @@ heap_t *_bk_heap_get_initialized(void) {
 
 static void set_pages_never_delayed(heap_t *h) {
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
-    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg; seg = LIST_NEXT(seg, segment_t, link))
+    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg;
+         seg = LIST_NEXT(seg, segment_t, link))
       for (uint32_t i = 0; i < seg->page_count; i++)
         if (seg->pages[i].in_use) _bk_page_set_delayed(&seg->pages[i], DELAYED_NEVER, false);
 }
@@ -54,4 +55,3 @@ void _bk_heap_thread_done(void *value) {
   _bk_heap_unregister(h);
   _bk_purge_tick(_bk_os_now_ms());
 }
-

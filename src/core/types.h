@@ -26,22 +26,22 @@
 
 /* ---- Geometry ----------------------------------------------------------- */
 
-#define SEGMENT_SHIFT 22                     /* 4 MiB */
+#define SEGMENT_SHIFT 22 /* 4 MiB */
 #define SEGMENT_SIZE ((size_t)1 << SEGMENT_SHIFT)
 #define SEGMENT_MASK (SEGMENT_SIZE - 1)
 
-#define SMALL_PAGE_SHIFT 16                  /* 64 KiB pages */
-#define MEDIUM_PAGE_SHIFT 19                 /* 512 KiB pages */
-#define LARGE_PAGE_SHIFT SEGMENT_SHIFT       /* one page spans the segment */
+#define SMALL_PAGE_SHIFT 16                                      /* 64 KiB pages */
+#define MEDIUM_PAGE_SHIFT 19                                     /* 512 KiB pages */
+#define LARGE_PAGE_SHIFT SEGMENT_SHIFT                           /* one page spans the segment */
 #define MAX_PAGES_PER_SEGMENT (SEGMENT_SIZE >> SMALL_PAGE_SHIFT) /* 64 */
 
-#define SMALL_SIZE_MAX (8 * 1024)            /* classes in 64 KiB pages */
-#define MEDIUM_SIZE_MAX (64 * 1024)          /* classes in 512 KiB pages */
-#define LARGE_SIZE_MAX (1024 * 1024)         /* largest size class */
+#define SMALL_SIZE_MAX (8 * 1024)    /* classes in 64 KiB pages */
+#define MEDIUM_SIZE_MAX (64 * 1024)  /* classes in 512 KiB pages */
+#define LARGE_SIZE_MAX (1024 * 1024) /* largest size class */
 
-#define DIRECT_SIZE_MAX 1024                 /* sizes served by heap->direct[] */
+#define DIRECT_SIZE_MAX 1024 /* sizes served by heap->direct[] */
 #define DIRECT_SLOTS (DIRECT_SIZE_MAX / 16 + 1)
-#define CLASS_COUNT 61                       /* classes 1..60; 0 is unused */
+#define CLASS_COUNT 61 /* classes 1..60; 0 is unused */
 
 #define BLOCK_ALIGN 16
 
@@ -51,7 +51,9 @@ enum segment_state { SEG_STATE_OWNED = 0, SEG_STATE_ABANDONED = 1, SEG_STATE_CAC
 
 /* ---- Blocks and pages --------------------------------------------------- */
 
-typedef struct block { struct block *next; } block_t;
+typedef struct block {
+  struct block *next;
+} block_t;
 
 /* States kept in the low bits of page->thread_free (blocks are 16-aligned).
  * They let a remote free tell the owner that a page it had set aside as full
@@ -79,17 +81,17 @@ struct segment;
 /* Owner-only fields are read and written by the owning thread alone; the
  * PUBLISHed ones are also PEEKed by statistics and checks (ds.h). */
 typedef struct page {
-  block_t *free;            /* next blocks to hand out (owner) */
-  block_t *local_free;      /* blocks freed by the owner since the last collect (owner) */
-  uint32_t used;            /* blocks handed out and not yet known to be free (PUBLISHed) */
-  uint32_t capacity;        /* blocks threaded into lists so far (PUBLISHed) */
-  uint32_t reserved;        /* blocks the page can hold */
-  uint8_t flags;            /* page_flags; 0 means the free fast path applies (PUBLISHed) */
+  block_t *free;       /* next blocks to hand out (owner) */
+  block_t *local_free; /* blocks freed by the owner since the last collect (owner) */
+  uint32_t used;       /* blocks handed out and not yet known to be free (PUBLISHed) */
+  uint32_t capacity;   /* blocks threaded into lists so far (PUBLISHed) */
+  uint32_t reserved;   /* blocks the page can hold */
+  uint8_t flags;       /* page_flags; 0 means the free fast path applies (PUBLISHed) */
   uint8_t size_class;
-  uint8_t in_use;           /* assigned to a size class (vs free in segment) */
-  uint8_t needs_purge;      /* free in its segment, dirty, not yet purged */
+  uint8_t in_use;      /* assigned to a size class (vs free in segment) */
+  uint8_t needs_purge; /* free in its segment, dirty, not yet purged */
   size_t block_size;
-  uint8_t *start;           /* first block */
+  uint8_t *start; /* first block */
   /* Remote frees: an atomic LIFO with state bits (remote_free.c says how
    * each step is ordered). */
   _Atomic(uintptr_t) thread_free;
@@ -97,8 +99,8 @@ typedef struct page {
    * release by whoever gives the page a heap, loaded with acquire by the
    * remote thread, so it sees an initialized heap. */
   _Atomic(struct heap *) heap;
-  list_node_t link;         /* in the heap's queue for its class, or its full list (owner) */
-  uint64_t released_at_ms;  /* when it went back to its segment (for purging) */
+  list_node_t link;        /* in the heap's queue for its class, or its full list (owner) */
+  uint64_t released_at_ms; /* when it went back to its segment (for purging) */
 } page_t;
 
 /* ---- Segments ----------------------------------------------------------- */
@@ -112,20 +114,20 @@ typedef struct segment {
   _Atomic(uint64_t) owner_uid;
   uint8_t kind;
   uint8_t page_shift;
-  uint8_t purged;              /* huge/cached: contents were given back */
-  uint8_t live;                /* huge: handed out and not freed (checked library) */
-  uint8_t state;               /* segment_state (PUBLISHed) */
+  uint8_t purged; /* huge/cached: contents were given back */
+  uint8_t live;   /* huge: handed out and not freed (checked library) */
+  uint8_t state;  /* segment_state (PUBLISHed) */
   uint32_t page_count;
   uint32_t pages_in_use;
-  uint64_t free_page_mask;     /* bit i: page i is free */
-  size_t mapped_size;          /* bytes of the mapping, which starts at the header */
-  size_t block_offset;         /* huge: block start relative to the segment */
-  uint64_t cached_at_ms;       /* huge/empty: when it entered a cache */
-  struct heap *heap;           /* owning heap (only the owner reads it) */
+  uint64_t free_page_mask; /* bit i: page i is free */
+  size_t mapped_size;      /* bytes of the mapping, which starts at the header */
+  size_t block_offset;     /* huge: block start relative to the segment */
+  uint64_t cached_at_ms;   /* huge/empty: when it entered a cache */
+  struct heap *heap;       /* owning heap (only the owner reads it) */
   /* In its heap's segment list (owner), the abandoned list or an explicit
    * heap's huge blocks (under their locks). */
   list_node_t link;
-  list_node_t registry_link;   /* every mapped segment (under the registry lock) */
+  list_node_t registry_link; /* every mapped segment (under the registry lock) */
   page_t pages[MAX_PAGES_PER_SEGMENT];
 } segment_t;
 
@@ -146,32 +148,32 @@ typedef struct cache_slot {
 } cache_slot_t;
 
 typedef struct heap {
-  page_t *direct[DIRECT_SLOTS];       /* size/16 -> page to allocate from */
-  uint64_t uid;                       /* unique per heap lifetime, never reused */
-  uint64_t stat_requested;            /* counters PUBLISHed by the owner, summed by stats */
+  page_t *direct[DIRECT_SLOTS]; /* size/16 -> page to allocate from */
+  uint64_t uid;                 /* unique per heap lifetime, never reused */
+  uint64_t stat_requested;      /* counters PUBLISHed by the owner, summed by stats */
   uint64_t stat_cache_hits, stat_cache_misses;
-  list_t queues[CLASS_COUNT];         /* pages with (possibly) free blocks */
-  list_t full;                        /* pages with no free block */
+  list_t queues[CLASS_COUNT]; /* pages with (possibly) free blocks */
+  list_t full;                /* pages with no free block */
   /* Blocks other threads freed into this heap's full pages: a LIFO they
    * push with release, taken whole by the owner with acquire. */
   _Atomic(block_t *) delayed_free;
-  list_t segments[PAGED_KINDS];       /* segments this heap owns, by kind */
+  list_t segments[PAGED_KINDS];            /* segments this heap owns, by kind */
   cache_slot_t warm_huge[WARM_HUGE_SLOTS]; /* recently freed huge blocks */
   /* The most recently freed huge block: only the owner puts one here, the
    * purge passes (any thread's) may only take it, so the owner needs one
    * exchange, no clock. */
   _Atomic(segment_t *) huge_hot;
-  _Atomic(uint8_t) huge_hot_seen;     /* a purge pass saw it idle once */
+  _Atomic(uint8_t) huge_hot_seen; /* a purge pass saw it idle once */
   uint32_t slow_calls;
   uint64_t next_purge_ms;
-  list_node_t registry_link;          /* live heaps, or the quarantine once gone */
-  _Atomic(size_t) mapped_bytes;       /* segments and huge blocks it holds */
+  list_node_t registry_link;    /* live heaps, or the quarantine once gone */
+  _Atomic(size_t) mapped_bytes; /* segments and huge blocks it holds */
   /* Explicit heaps (brisk_heap_new) only: */
-  uint32_t magic;                     /* HEAP_MAGIC while live, HANDLE_DEAD once destroyed */
+  uint32_t magic; /* HEAP_MAGIC while live, HANDLE_DEAD once destroyed */
   bool is_explicit;
   pthread_t owner_thread;
-  size_t max_bytes;                   /* 0 = unbounded */
-  pthread_mutex_t huge_lock;          /* huge blocks may be freed by any thread */
+  size_t max_bytes;          /* 0 = unbounded */
+  pthread_mutex_t huge_lock; /* huge blocks may be freed by any thread */
   list_t huge_blocks;
 } heap_t;
 
@@ -179,9 +181,9 @@ typedef struct heap {
  * HANDLE_DEAD when destroyed. The structs are never given back to the OS,
  * and the checked library reuses one only after HANDLE_QUARANTINE others
  * were destroyed (ds/quarantine.h). */
-#define HEAP_MAGIC 0x48454150u   /* "HEAP" */
-#define POOL_MAGIC 0x42504f4fu   /* "BPOO" */
-#define HANDLE_DEAD 0x44454144u  /* "DEAD" */
+#define HEAP_MAGIC 0x48454150u  /* "HEAP" */
+#define POOL_MAGIC 0x42504f4fu  /* "BPOO" */
+#define HANDLE_DEAD 0x44454144u /* "DEAD" */
 #define HANDLE_QUARANTINE (BRISK_CHECKED ? 64 : 0)
 
 /* ---- Process state ------------------------------------------------------ */
@@ -191,7 +193,7 @@ typedef struct heap {
  * these rare accesses costs nothing worth saving. */
 typedef struct brisk_options {
   _Atomic(uint64_t) purge_delay_ms;
-  _Atomic(size_t) cache_cap;  /* bytes kept in the huge/segment caches */
+  _Atomic(size_t) cache_cap; /* bytes kept in the huge/segment caches */
   _Atomic(size_t) reserve;
   _Atomic(bool) verbose, show_stats, hugepages, realtime, leak_report, background_purge;
 } brisk_options_t;
@@ -206,7 +208,7 @@ extern __thread heap_t *_bk_tls_heap __attribute__((tls_model("initial-exec"))) 
 static inline unsigned size_to_class(size_t size) {
   if (size <= 128) return size <= 16 ? 1 : (unsigned)((size + 15) >> 4);
   size_t n = size - 1;
-  unsigned b = 63 - (unsigned)__builtin_clzl(n);      /* 2^b <= n < 2^(b+1) */
+  unsigned b = 63 - (unsigned)__builtin_clzl(n); /* 2^b <= n < 2^(b+1) */
   unsigned k = (unsigned)((n >> (b - 2)) & 3);
   return 8 + (b - 7) * 4 + k + 1;
 }

@@ -47,9 +47,9 @@ static inline bool size_product(size_t count, size_t size, size_t *total) {
 #ifndef BRISK_DEBUG_FULL
 #define BRISK_DEBUG_FULL 0
 #endif
-#define BRISK_ASSERT_IF(on, cond)                                                                  \
-  do {                                                                                             \
-    if ((on) && unlikely(!(cond))) _bk_fatal("internal check failed: %s (%s:%d)", #cond, __FILE__, __LINE__); \
+#define BRISK_ASSERT_IF(on, cond)                                                                                 \
+  do {                                                                                                            \
+    if ((on) && unlikely(!(cond))) _bk_fatal("internal check failed: %s (%s:%d)", #cond, __FILE__, __LINE__);     \
   } while (0)
 #define BRISK_ASSERT(cond) BRISK_ASSERT_IF(BRISK_DEBUG || BRISK_DEBUG_FULL, cond)
 #define BRISK_ASSERT_FULL(cond) BRISK_ASSERT_IF(BRISK_DEBUG_FULL, cond)

@@ -7,12 +7,15 @@
 
 #include "ds/ds.h"
 
-typedef struct list_node { struct list_node *next, *prev; } list_node_t;
-typedef struct list { list_node_t *first, *last; } list_t;
+typedef struct list_node {
+  struct list_node *next, *prev;
+} list_node_t;
+typedef struct list {
+  list_node_t *first, *last;
+} list_t;
 
 /* The struct of `type` that holds node as its `member`; NULL for NULL. */
-#define LIST_ENTRY(node, type, member) \
-  ((type *)list_container_((node), offsetof(type, member)))
+#define LIST_ENTRY(node, type, member) ((type *)list_container_((node), offsetof(type, member)))
 #define LIST_FIRST(list, type, member) LIST_ENTRY((list)->first, type, member)
 #define LIST_LAST(list, type, member) LIST_ENTRY((list)->last, type, member)
 #define LIST_NEXT(item, type, member) LIST_ENTRY((item)->member.next, type, member)

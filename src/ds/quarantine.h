@@ -7,7 +7,10 @@
 
 #include "ds/list.h"
 
-typedef struct quarantine { list_t items; size_t count; } quarantine_t;
+typedef struct quarantine {
+  list_t items;
+  size_t count;
+} quarantine_t;
 
 static inline void quarantine_put(quarantine_t *q, list_node_t *n) {
   list_push_back(&q->items, n);

@@ -9,13 +9,17 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-typedef struct tagged_node { _Atomic(struct tagged_node *) next; } tagged_node_t;
+typedef struct tagged_node {
+  _Atomic(struct tagged_node *) next;
+} tagged_node_t;
 typedef _Atomic(uint64_t) tagged_stack_t;
 
 #define TAGGED_SHIFT 48
 #define TAGGED_PTR_MASK (((uint64_t)1 << TAGGED_SHIFT) - 1)
 
-static inline tagged_node_t *tagged_ptr_(uint64_t top) { return (tagged_node_t *)(uintptr_t)(top & TAGGED_PTR_MASK); }
+static inline tagged_node_t *tagged_ptr_(uint64_t top) {
+  return (tagged_node_t *)(uintptr_t)(top & TAGGED_PTR_MASK);
+}
 static inline uint64_t tagged_next_(uint64_t old, tagged_node_t *n) {
   return (uint64_t)(uintptr_t)n | (((old >> TAGGED_SHIFT) + 1) << TAGGED_SHIFT);
 }

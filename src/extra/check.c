@@ -36,8 +36,8 @@ static long walk_list(const page_t *pg, const block_t *b, uint64_t *free_bits, c
       return -1;
     }
     if (++n > (long)pg->capacity) {
-      failure(BRISK_CHECK_FREE_LIST, "page %p (blocks of %zu): %s list loops", (void *)pg->start,
-              pg->block_size, which);
+      failure(BRISK_CHECK_FREE_LIST, "page %p (blocks of %zu): %s list loops", (void *)pg->start, pg->block_size,
+              which);
       return -1;
     }
     if (free_bits) {
@@ -65,8 +65,7 @@ static int check_page(const page_t *pg) {
   if (free_blocks < 0) return BRISK_CHECK_FREE_LIST;
   /* Remote frees not yet collected still count in `used`. */
   long remote = 0;
-  for (const block_t *b = tf_list(atomic_load(&((page_t *)pg)->thread_free)); b; b = b->next)
-    remote++;
+  for (const block_t *b = tf_list(atomic_load(&((page_t *)pg)->thread_free)); b; b = b->next) remote++;
   if ((long)pg->used + free_blocks - remote > (long)pg->capacity)
     return failure(BRISK_CHECK_PAGE, "page %p (blocks of %zu): %u used + %ld free exceed its %u blocks",
                    (void *)pg->start, pg->block_size, pg->used, free_blocks - remote, pg->capacity);
@@ -79,8 +78,8 @@ static int check_segment_pages(segment_t *seg) {
   for (uint32_t i = 0; i < seg->page_count; i++) {
     bool free_bit = (seg->free_page_mask >> i) & 1;
     if (free_bit == (bool)seg->pages[i].in_use)
-      return failure(BRISK_CHECK_SEGMENT, "segment %p: page %u is %s but its free bit says otherwise", (void *)seg, i,
-                     seg->pages[i].in_use ? "in use" : "free");
+      return failure(BRISK_CHECK_SEGMENT, "segment %p: page %u is %s but its free bit says otherwise", (void *)seg,
+                     i, seg->pages[i].in_use ? "in use" : "free");
     if (!seg->pages[i].in_use) continue;
     in_use++;
     int rc = check_page(&seg->pages[i]);
@@ -115,12 +114,11 @@ int brisk_check_heap(void) {
     size_t mapped = PEEK(seg->mapped_size);
     if (kind > SEG_HUGE || state > SEG_STATE_HUGE || mapped == 0 || mapped % OS_PAGE_SIZE)
       rc = failure(state == SEG_STATE_CACHED ? BRISK_CHECK_CACHE : BRISK_CHECK_SEGMENT,
-                   "segment %p: kind %u, state %u, mapped size %zu make no sense", (void *)seg, kind, state, mapped);
-    else if (kind != SEG_HUGE && state == SEG_STATE_OWNED && owned_by_caller(seg))
-      rc = check_segment_pages(seg);
+                   "segment %p: kind %u, state %u, mapped size %zu make no sense", (void *)seg, kind, state,
+                   mapped);
+    else if (kind != SEG_HUGE && state == SEG_STATE_OWNED && owned_by_caller(seg)) rc = check_segment_pages(seg);
   }
   _bk_segments_unlock();
   if (rc) return rc;
   return _bk_abandoned_foreach(check_segment_abandoned, NULL);
 }
-

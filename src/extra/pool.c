@@ -49,7 +49,7 @@ static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
     s->capacity = (uint32_t)capacity;
     s->pool = pool;
     s->objects = (uint8_t *)align_up((uintptr_t)s + sizeof(slab_t) +
-                                     (BRISK_CHECKED ? (capacity + 63) / 64 * sizeof(uint64_t) : 0),
+                                         (BRISK_CHECKED ? (capacity + 63) / 64 * sizeof(uint64_t) : 0),
                                      pool->alignment);
     s->next = pool->slabs;
     pool->slabs = s;
@@ -111,7 +111,8 @@ static void check_alloc(brisk_pool_t *pool, void *p) {
   for (size_t i = sizeof(block_t); i < pool->object_size; i++)
     if (bytes[i] != POISON)
       _bk_fatal("brisk_pool_alloc(%p): object %p was written after it was freed (byte %zu is 0x%02x, "
-                  "not 0x%02x)", (void *)pool, p, i, bytes[i], POISON);
+                "not 0x%02x)",
+                (void *)pool, p, i, bytes[i], POISON);
   slab_t *s = slab_of(p);
   size_t i = (size_t)(bytes - s->objects) / pool->object_size;
   atomic_fetch_or(&s->live_bits[i / 64], (uint64_t)1 << (i % 64));
@@ -178,7 +179,8 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   if (!pool) return;
   pool_ok(pool, "brisk_pool_destroy");
   pthread_mutex_lock(&_bk_pools_lock);
-  for (pool_cache_t *c = LIST_FIRST(&pool->caches, pool_cache_t, pool_link); c; c = LIST_NEXT(c, pool_cache_t, pool_link)) {
+  for (pool_cache_t *c = LIST_FIRST(&pool->caches, pool_cache_t, pool_link); c;
+       c = LIST_NEXT(c, pool_cache_t, pool_link)) {
     c->alloc_list = c->free_list = NULL;
     c->free_count = 0;
     c->bump = c->bump_end = NULL;
@@ -204,8 +206,7 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
 
 void *brisk_pool_alloc(brisk_pool_t *pool) {
   if (!pool_ok(pool, "brisk_pool_alloc")) return NULL;
-  if (pool->max_objects &&
-      atomic_fetch_add_explicit(&pool->live, 1, memory_order_relaxed) >= pool->max_objects) {
+  if (pool->max_objects && atomic_fetch_add_explicit(&pool->live, 1, memory_order_relaxed) >= pool->max_objects) {
     atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&pool->exhausted, 1, memory_order_relaxed);
     errno = ENOMEM;
@@ -255,7 +256,8 @@ int brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
   if (!pool_ok(pool, "brisk_pool_stats") || !out) return EINVAL;
   pthread_mutex_lock(&_bk_pools_lock);
   uint64_t allocs = pool->exited_allocs, frees = pool->exited_frees;
-  for (pool_cache_t *c = LIST_FIRST(&pool->caches, pool_cache_t, pool_link); c; c = LIST_NEXT(c, pool_cache_t, pool_link)) {
+  for (pool_cache_t *c = LIST_FIRST(&pool->caches, pool_cache_t, pool_link); c;
+       c = LIST_NEXT(c, pool_cache_t, pool_link)) {
     allocs += atomic_load_explicit(&c->allocs, memory_order_relaxed);
     frees += atomic_load_explicit(&c->frees, memory_order_relaxed);
   }
@@ -278,12 +280,14 @@ int brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {
  * pool's lock, never the registry). */
 void _bk_pool_fork_lock(void) {
   pthread_mutex_lock(&_bk_pools_lock);
-  for (brisk_pool_t *p = LIST_FIRST(&live_pools, brisk_pool_t, pools_link); p; p = LIST_NEXT(p, brisk_pool_t, pools_link))
+  for (brisk_pool_t *p = LIST_FIRST(&live_pools, brisk_pool_t, pools_link); p;
+       p = LIST_NEXT(p, brisk_pool_t, pools_link))
     pthread_mutex_lock(&p->lock);
 }
 
 void _bk_pool_fork_unlock(void) {
-  for (brisk_pool_t *p = LIST_FIRST(&live_pools, brisk_pool_t, pools_link); p; p = LIST_NEXT(p, brisk_pool_t, pools_link))
+  for (brisk_pool_t *p = LIST_FIRST(&live_pools, brisk_pool_t, pools_link); p;
+       p = LIST_NEXT(p, brisk_pool_t, pools_link))
     pthread_mutex_unlock(&p->lock);
   pthread_mutex_unlock(&_bk_pools_lock);
 }

@@ -50,16 +50,16 @@ struct brisk_pool {
   uint32_t magic;
   size_t object_size, alignment, max_objects;
   uint64_t id;
-  tagged_stack_t full_batches;   /* batches of free objects */
-  tagged_stack_t spare_batches;  /* empty batch records */
-  batch_chunk_t *batch_chunks;   /* under lock; freed with the pool */
-  _Atomic(size_t) live;          /* bounded pools only */
+  tagged_stack_t full_batches;  /* batches of free objects */
+  tagged_stack_t spare_batches; /* empty batch records */
+  batch_chunk_t *batch_chunks;  /* under lock; freed with the pool */
+  _Atomic(size_t) live;         /* bounded pools only */
   _Atomic(uint64_t) exhausted;
-  pthread_mutex_t lock;          /* slabs and carving */
+  pthread_mutex_t lock; /* slabs and carving */
   slab_t *slabs, *carving;
   size_t slab_bytes, slab_count, capacity;
-  uint32_t carved;               /* objects carved from `carving` */
-  list_t caches;                 /* every thread's cache (under _bk_pools_lock) */
+  uint32_t carved;                      /* objects carved from `carving` */
+  list_t caches;                        /* every thread's cache (under _bk_pools_lock) */
   uint64_t exited_allocs, exited_frees; /* of caches gone with their thread */
   /* Live pools (for fork), or the checked library's quarantine of destroyed
    * ones; under _bk_pools_lock. */
@@ -70,7 +70,7 @@ struct pool_cache {
   block_t *alloc_list;
   block_t *free_list;
   uint32_t free_count;
-  uint8_t *bump, *bump_end;        /* fresh objects granted from a slab */
+  uint8_t *bump, *bump_end; /* fresh objects granted from a slab */
   /* Written by the owner only (a load and a store, no RMW), read by stats. */
   _Atomic(uint64_t) allocs, frees;
   uint64_t pool_id;
@@ -78,8 +78,8 @@ struct pool_cache {
   /* Its pool was destroyed: set with release by the destroyer after it
    * emptied the cache, read with acquire by the owner before it frees it. */
   _Atomic(int) dead;
-  list_node_t pool_link;           /* in pool->caches */
-  list_node_t thread_link;         /* in the owner thread's list */
+  list_node_t pool_link;   /* in pool->caches */
+  list_node_t thread_link; /* in the owner thread's list */
 };
 
 /* Guards every pool's caches list, the live pools, the quarantine, a
@@ -92,8 +92,12 @@ BRISK_INTERNAL block_t *_bk_pool_shared_pop(brisk_pool_t *pool);
 BRISK_INTERNAL void _bk_pool_flush_free_list(brisk_pool_t *pool, pool_cache_t *c);
 
 #define TLS_POOL_SLOTS 8
-typedef struct tls_pool_slot { uint64_t id; pool_cache_t *cache; } tls_pool_slot_t;
-extern __thread tls_pool_slot_t _bk_pool_tls_slots[TLS_POOL_SLOTS] __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+typedef struct tls_pool_slot {
+  uint64_t id;
+  pool_cache_t *cache;
+} tls_pool_slot_t;
+extern __thread tls_pool_slot_t _bk_pool_tls_slots[TLS_POOL_SLOTS] __attribute__((tls_model("initial-exec")))
+BRISK_INTERNAL;
 
 static inline pool_cache_t *pool_cache_for(brisk_pool_t *pool) {
   tls_pool_slot_t *slot = &_bk_pool_tls_slots[pool->id % TLS_POOL_SLOTS];

@@ -11,7 +11,10 @@
 static const char *const tier_names[BRISK_TIER_COUNT] = {"small", "medium", "large", "huge"};
 
 /* The one formatter behind both the table and the JSON. */
-typedef struct out { char *buf; size_t len, pos; } out_t;
+typedef struct out {
+  char *buf;
+  size_t len, pos;
+} out_t;
 
 static void put(out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(out_t *o, const char *fmt, ...) {
@@ -23,14 +26,15 @@ static void put(out_t *o, const char *fmt, ...) {
 }
 
 static void format_json(out_t *o, const brisk_stats_t *st) {
-  put(o, "{\"version\":%u,\"requested\":%llu,\"in_use\":%zu,\"committed\":%zu,\"reserved\":%zu,"
-         "\"cached\":%zu,\"mapped\":%zu,\"peak_reserved\":%zu,\"tiers\":{",
+  put(o,
+      "{\"version\":%u,\"requested\":%llu,\"in_use\":%zu,\"committed\":%zu,\"reserved\":%zu,"
+      "\"cached\":%zu,\"mapped\":%zu,\"peak_reserved\":%zu,\"tiers\":{",
       st->version, (unsigned long long)st->requested, st->in_use, st->committed, st->reserved, st->cached,
       st->mapped, st->peak_reserved);
   for (int t = 0; t < BRISK_TIER_COUNT; t++)
     put(o, "%s\"%s\":{\"live_blocks\":%llu,\"in_use\":%zu,\"committed\":%zu,\"reserved\":%zu}", t ? "," : "",
-        tier_names[t], (unsigned long long)st->tiers[t].live_blocks, st->tiers[t].in_use,
-        st->tiers[t].committed, st->tiers[t].reserved);
+        tier_names[t], (unsigned long long)st->tiers[t].live_blocks, st->tiers[t].in_use, st->tiers[t].committed,
+        st->tiers[t].reserved);
   put(o, "},\"classes\":[");
   bool first = true;
   for (unsigned c = 1; c < st->class_count; c++) {
@@ -39,10 +43,11 @@ static void format_json(out_t *o, const brisk_stats_t *st) {
         (unsigned long long)st->class_live_blocks[c]);
     first = false;
   }
-  put(o, "],\"os\":{\"mmap\":%llu,\"munmap\":%llu,\"madvise\":%llu,\"mremap\":%llu},"
-         "\"cache\":{\"hits\":%llu,\"misses\":%llu},"
-         "\"heaps\":{\"thread\":%u,\"explicit\":%u,\"threads_exited\":%llu,"
-         "\"abandoned_segments\":%u,\"abandoned_bytes\":%zu}}",
+  put(o,
+      "],\"os\":{\"mmap\":%llu,\"munmap\":%llu,\"madvise\":%llu,\"mremap\":%llu},"
+      "\"cache\":{\"hits\":%llu,\"misses\":%llu},"
+      "\"heaps\":{\"thread\":%u,\"explicit\":%u,\"threads_exited\":%llu,"
+      "\"abandoned_segments\":%u,\"abandoned_bytes\":%zu}}",
       (unsigned long long)st->mmap_calls, (unsigned long long)st->munmap_calls,
       (unsigned long long)st->madvise_calls, (unsigned long long)st->mremap_calls,
       (unsigned long long)st->cache_hits, (unsigned long long)st->cache_misses, st->thread_heaps,

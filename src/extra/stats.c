@@ -6,8 +6,10 @@
 #include <string.h>
 
 static unsigned tier_of_kind(unsigned kind) {
-  return kind == SEG_SMALL ? BRISK_TIER_SMALL : kind == SEG_MEDIUM ? BRISK_TIER_MEDIUM
-       : kind == SEG_LARGE ? BRISK_TIER_LARGE : BRISK_TIER_HUGE;
+  return kind == SEG_SMALL ? BRISK_TIER_SMALL
+      : kind == SEG_MEDIUM ? BRISK_TIER_MEDIUM
+      : kind == SEG_LARGE  ? BRISK_TIER_LARGE
+                           : BRISK_TIER_HUGE;
 }
 
 static void add_heap(heap_t *h, void *arg) {
@@ -25,7 +27,9 @@ static void add_paged_segment(brisk_stats_t *st, uint64_t *free_chunks, segment_
                               unsigned state) {
   brisk_tier_stats_t *t = &st->tiers[tier_of_kind(kind)];
   t->reserved += SEGMENT_SIZE;
-  uint32_t pages = (uint32_t)(SEGMENT_SIZE >> (kind == SEG_SMALL ? SMALL_PAGE_SHIFT : kind == SEG_MEDIUM ? MEDIUM_PAGE_SHIFT : LARGE_PAGE_SHIFT));
+  uint32_t pages = (uint32_t)(SEGMENT_SIZE >> (kind == SEG_SMALL        ? SMALL_PAGE_SHIFT
+                                                   : kind == SEG_MEDIUM ? MEDIUM_PAGE_SHIFT
+                                                                        : LARGE_PAGE_SHIFT));
   for (uint32_t i = 0; i < pages; i++) {
     page_t *pg = &seg->pages[i];
     size_t area;
@@ -128,4 +132,3 @@ void _bk_stats_mallinfo(mallinfo_fields_t *mi) {
   _bk_stats_collect(&st, &free_chunks);
   _bk_stats_mallinfo_from(&st, free_chunks, mi);
 }
-

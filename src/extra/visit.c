@@ -11,7 +11,10 @@
 
 /* A huge block to visit, or (size 0) a paged segment to walk. Huge blocks
  * are at least a byte, so the two never mix. */
-typedef struct block_ref { void *p; size_t size; } block_ref_t;
+typedef struct block_ref {
+  void *p;
+  size_t size;
+} block_ref_t;
 
 /* Calls visit on each live block of a page the caller may read. */
 static int visit_page(page_t *pg, brisk_block_visitor visit, void *arg) {
@@ -31,7 +34,10 @@ static int visit_segment(segment_t *seg, brisk_block_visitor visit, void *arg) {
   return 0;
 }
 
-struct visit_args { brisk_block_visitor visit; void *arg; };
+struct visit_args {
+  brisk_block_visitor visit;
+  void *arg;
+};
 
 static int visit_abandoned(segment_t *seg, void *p) {
   struct visit_args *va = p;
@@ -40,7 +46,11 @@ static int visit_abandoned(segment_t *seg, void *p) {
 
 /* The heaps whose segments the calling thread may read: its own and the
  * explicit heaps it owns. */
-typedef struct owner_set { uint64_t *uid; size_t n, cap; pthread_t self; } owner_set_t;
+typedef struct owner_set {
+  uint64_t *uid;
+  size_t n, cap;
+  pthread_t self;
+} owner_set_t;
 
 static void add_own_heap(heap_t *h, void *arg) {
   owner_set_t *o = arg;
@@ -126,8 +136,14 @@ void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
 
 /* ---- Leak report --------------------------------------------------------- */
 
-typedef struct leak_group { size_t size; uint64_t count; size_t bytes; } leak_group_t;
-typedef struct leak_table { leak_group_t group[CLASS_COUNT + 1]; } leak_table_t;
+typedef struct leak_group {
+  size_t size;
+  uint64_t count;
+  size_t bytes;
+} leak_group_t;
+typedef struct leak_table {
+  leak_group_t group[CLASS_COUNT + 1];
+} leak_table_t;
 
 static int count_leak(void *p, size_t size, void *arg) {
   (void)p;
@@ -157,7 +173,8 @@ void _bk_leak_report(int fd) {
     blocks += table.group[i].count;
     bytes += table.group[i].bytes;
   }
-  int n = snprintf(line, sizeof line, "brisk leak report: %llu live blocks, %zu bytes\n", (unsigned long long)blocks, bytes);
+  int n = snprintf(line, sizeof line, "brisk leak report: %llu live blocks, %zu bytes\n",
+                   (unsigned long long)blocks, bytes);
   if (!_bk_os_write_all(fd, line, (size_t)n)) return;
   for (int i = 0; i <= CLASS_COUNT && table.group[i].count; i++) {
     if (table.group[i].size)

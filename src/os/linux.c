@@ -38,7 +38,9 @@ static _Atomic(uint64_t) os_calls[OS_CALL_KINDS];
 
 static void count(enum os_call which) { atomic_fetch_add_explicit(&os_calls[which], 1, memory_order_relaxed); }
 
-uint64_t _bk_os_call_count(enum os_call which) { return atomic_load_explicit(&os_calls[which], memory_order_relaxed); }
+uint64_t _bk_os_call_count(enum os_call which) {
+  return atomic_load_explicit(&os_calls[which], memory_order_relaxed);
+}
 
 void _bk_os_unmap(void *p, size_t size) {
   count(OS_MUNMAP);
