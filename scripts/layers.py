@@ -54,7 +54,7 @@ def short(rel):
     return rel[4:] if rel.startswith("src/") else rel
 
 
-def find_objects(builddir):
+def find_objects(builddir, root=None):
     """{target: {source path relative to the root: object path}} for objects from src/."""
     groups = {}
     for dirpath, dirnames, filenames in os.walk(builddir):
@@ -73,6 +73,10 @@ def find_objects(builddir):
             src = "/".join(parts[i:])[: -len(".o")]
             if not re.search(r"\.(c|cc|cpp|cxx|S|s)$", src):
                 src += ".c"
+            # A build directory reused across a move keeps the objects of
+            # sources that are gone: only today's sources count.
+            if root and not os.path.exists(os.path.join(root, src)):
+                continue
             groups.setdefault(target, {})[src] = obj
     return groups
 
@@ -274,7 +278,7 @@ def main():
         except OSError:
             pass
 
-    groups = find_objects(args.builddir)
+    groups = find_objects(args.builddir, root)
     if not groups:
         print(f"layers.py: no object files from src/ under {args.builddir} (build it first)", file=sys.stderr)
         return 2

@@ -12,7 +12,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static list_t registry;          /* live heaps */
 static quarantine_t spare_heaps; /* structs of exited threads and destroyed heaps, for reuse */
 static uint64_t exited_totals[4];
-static _Atomic(uint64_t) next_uid = 1;
+static _Atomic(uint64_t) next_uid = 1; /* relaxed: uniqueness needs only atomicity */
 
 /* Heap structs live in mappings never given back, so that a destroyed
  * heap's handle still reads a struct (marked dead, see HANDLE_QUARANTINE). */

@@ -17,6 +17,8 @@
 #define UNMAP_DELAY_FACTOR 20
 
 static cache_slot_t cache_slots[SEGMENT_CACHE_SLOTS];
+/* Bytes in the cache: reserved by fetch_add before a put and undone on
+ * refusal, so the cap holds exactly without ordering (relaxed). */
 static _Atomic(size_t) cached_bytes;
 
 /* Unpurged bytes in the shared cache. Past a sixteenth of the cache cap a

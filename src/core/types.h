@@ -161,13 +161,16 @@ typedef struct heap {
   cache_slot_t warm_huge[WARM_HUGE_SLOTS]; /* recently freed huge blocks */
   /* The most recently freed huge block: only the owner puts one here, the
    * purge passes (any thread's) may only take it, so the owner needs one
-   * exchange, no clock. */
+   * exchange, no clock. Put with release and taken with acquire (exchange
+   * or CAS), so the taker sees the header the freeing thread wrote. */
   _Atomic(segment_t *) huge_hot;
-  _Atomic(uint8_t) huge_hot_seen; /* a purge pass saw it idle once */
+  _Atomic(uint8_t) huge_hot_seen; /* a purge pass saw it idle once (relaxed: a hint) */
   uint32_t slow_calls;
   uint64_t next_purge_ms;
-  list_node_t registry_link;    /* live heaps, or the quarantine once gone */
-  _Atomic(size_t) mapped_bytes; /* segments and huge blocks it holds */
+  list_node_t registry_link; /* live heaps, or the quarantine once gone */
+  /* Segments and huge blocks it holds. Relaxed: a count kept exact by
+   * atomic adds; the bound it enforces is checked, not ordered. */
+  _Atomic(size_t) mapped_bytes;
   /* Explicit heaps (brisk_heap_new) only: */
   uint32_t magic; /* HEAP_MAGIC while live, HANDLE_DEAD once destroyed */
   bool is_explicit;

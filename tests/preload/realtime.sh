@@ -60,7 +60,7 @@ if [ "$(between | wc -l)" != 0 ]; then
   fail "BRISK_RESERVE=64M BRISK_REALTIME=1: $(between | wc -l) memory system calls for 40 MiB of small blocks"
 fi
 [ "$(counted)" = 0 ] || fail "BRISK_RESERVE=64M BRISK_REALTIME=1: brisk counted $(counted) OS calls"
-# The reserve should also have been touched at start (see src/segment.c,
+# The reserve should also have been touched at start (see src/core/segment.c,
 # segment_reserve); reported, not failed: the header promises no system
 # call, not no page fault.
 minflt=$(sed -n 's/^minflt_between=//p' "$TMP/out")
