@@ -96,6 +96,8 @@ BRISK_INTERNAL void _bk_abandoned_unlock(void);
 static inline page_t *heap_queue_first(heap_t *h, unsigned cls) {
   return LIST_FIRST(&h->queues[cls], page_t, link);
 }
+/* The page its class allocates from (a compare of links, on the free path). */
+static inline bool heap_is_current(heap_t *h, page_t *pg) { return h->queues[pg->size_class].first == &pg->link; }
 BRISK_INTERNAL void _bk_heap_queue_push(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_queue_push_front(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_queue_to_front(heap_t *h, page_t *pg);

@@ -45,8 +45,9 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
   if (unlikely((++h->slow_calls & 63) == 0)) _bk_purge_maybe(h);
   if (size > LARGE_SIZE_MAX) return _bk_huge_alloc(h, size, 0, false);
   unsigned cls = size_to_class(size);
-  page_t *pg = heap_queue_first(h, cls);
-  if (likely(pg != NULL)) {
+  list_node_t *first = h->queues[cls].first;
+  page_t *pg = LIST_ENTRY(first, page_t, link);
+  if (likely(first != NULL)) {
     /* The current page's own frees are reused first: no atomics needed. */
     if (!pg->free) {
       pg->free = pg->local_free;

@@ -21,7 +21,7 @@ void _bk_heap_queue_push_front(heap_t *h, page_t *pg) {
 
 void _bk_heap_queue_push(heap_t *h, page_t *pg) {
   list_push_back(&h->queues[pg->size_class], &pg->link);
-  if (heap_queue_first(h, pg->size_class) == pg) direct_update(h, pg->size_class);
+  if (heap_is_current(h, pg)) direct_update(h, pg->size_class);
 }
 
 void _bk_heap_queue_to_front(heap_t *h, page_t *pg) {
@@ -32,7 +32,7 @@ void _bk_heap_queue_to_front(heap_t *h, page_t *pg) {
 }
 
 void _bk_heap_page_to_full(heap_t *h, page_t *pg) {
-  bool was_first = heap_queue_first(h, pg->size_class) == pg;
+  bool was_first = heap_is_current(h, pg);
   list_remove(&h->queues[pg->size_class], &pg->link);
   list_push_back(&h->full, &pg->link);
   PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_IN_FULL));
@@ -47,7 +47,7 @@ static void page_unfull(heap_t *h, page_t *pg) {
 }
 
 void _bk_heap_page_emptied(heap_t *h, page_t *pg) {
-  if (heap_queue_first(h, pg->size_class) == pg) return; /* the page being allocated from stays */
+  if (heap_is_current(h, pg)) return; /* the page being allocated from stays */
   list_remove(&h->queues[pg->size_class], &pg->link);
   _bk_segment_page_release(h, pg);
 }
