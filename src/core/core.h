@@ -1,6 +1,7 @@
 /* The core layer: the allocator itself. Data in types.h, the fast path in
- * fast_path.h; this header declares every core function, by file, in the
- * order the files build on each other (lowest first). The layers above
+ * fast_path.h; this header declares every core function, by file, roughly
+ * lowest first (docs/design.md has the exact order and the one cycle,
+ * around purge.c, that scripts/layers.py reports). The layers above
  * (extra/, api/) use what is marked "for the layers above"; the rest is
  * core's own. Core defines no public symbol: brisk.h is implemented in
  * extra/ and api/. */

@@ -14,7 +14,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   size_t area;
   pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
   PUBLISH(pg->block_size, _bk_class_size(cls));
-  pg->reserved = (uint32_t)(area / pg->block_size);
+  PUBLISH(pg->reserved, (uint32_t)(area / pg->block_size));
   PUBLISH(pg->capacity, 0);
   PUBLISH(pg->used, 0);
   pg->free = NULL;
@@ -24,7 +24,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   PUBLISH(pg->in_use, 1);
   pg->link.next = pg->link.prev = NULL;
   atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
-  atomic_store_explicit(&pg->heap, h, memory_order_relaxed);
+  atomic_store_explicit(&pg->heap, h, memory_order_release);
   _bk_page_extend(pg);
 }
 

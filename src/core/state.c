@@ -1,7 +1,8 @@
 /* The process-wide and per-thread state every core file reads: the
  * options' values, the thread's heap, and whether the process is set up.
- * Defined here, below every file that reads them; options.c, heap_life.c
- * and process.c are the files that change them. */
+ * Defined here, below every file that reads them; options.c, thread_exit.c
+ * (and purge.c for _bk_locks_held) and process.c are the files that change
+ * them. */
 #include "core/core.h"
 
 BRISK_INTERNAL brisk_options_t _bk_opt = {

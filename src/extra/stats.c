@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+_Static_assert(CLASS_COUNT <= BRISK_STATS_MAX_CLASSES, "brisk_stats_t has a slot per size class");
+
 static unsigned tier_of_kind(unsigned kind) {
   return kind == SEG_SMALL ? BRISK_TIER_SMALL
       : kind == SEG_MEDIUM ? BRISK_TIER_MEDIUM
