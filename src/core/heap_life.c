@@ -23,7 +23,7 @@ static heap_t *heap_struct_alloc(void) {
   size_t size = align_up(sizeof(heap_t), 64);
   if (!chunk || chunk + size > chunk_end) {
     size_t len = 64 * size;
-    void *m = _bk_os_map(len, 0, 0);
+    void *m = _bk_os_map_records(len);
     if (!m) return NULL;
     chunk = m;
     chunk_end = chunk + len;

@@ -66,6 +66,11 @@ void *_bk_os_map(size_t size, size_t align, size_t skew) {
   return p;
 }
 
+void *_bk_os_map_records(size_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
 bool _bk_os_purge(void *p, size_t size) {
   uintptr_t start = ((uintptr_t)p + OS_PAGE_SIZE - 1) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
   uintptr_t end = ((uintptr_t)p + size) & ~(uintptr_t)(OS_PAGE_SIZE - 1);
