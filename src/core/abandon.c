@@ -81,6 +81,12 @@ bool _bk_abandoned_adopt(heap_t *h) {
   return true;
 }
 
+/* Segments held off the list for a while go back on it. */
+static void push_back_all(list_t *held) {
+  list_node_t *n;
+  while ((n = list_pop_front(held))) _bk_abandoned_push(LIST_ENTRY(n, segment_t, link));
+}
+
 /* Releases abandoned segments that remote frees have emptied, so memory of
  * exited threads returns even if no thread ever adopts it. */
 size_t _bk_abandoned_drain(void) {
@@ -97,8 +103,7 @@ size_t _bk_abandoned_drain(void) {
       list_push_front(&keep, &seg->link);
     }
   }
-  list_node_t *node;
-  while ((node = list_pop_front(&keep))) _bk_abandoned_push(LIST_ENTRY(node, segment_t, link));
+  push_back_all(&keep);
   return released;
 }
 
@@ -110,7 +115,6 @@ int _bk_abandoned_foreach(int (*fn)(segment_t *, void *), void *arg) {
     rc = fn(seg, arg);
     list_push_front(&taken, &seg->link);
   }
-  list_node_t *n;
-  while ((n = list_pop_front(&taken))) _bk_abandoned_push(LIST_ENTRY(n, segment_t, link));
+  push_back_all(&taken);
   return rc;
 }

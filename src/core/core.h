@@ -45,7 +45,8 @@ BRISK_INTERNAL void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap
 BRISK_INTERNAL void _bk_page_extend(page_t *pg);
 BRISK_INTERNAL void _bk_page_collect(page_t *pg);
 BRISK_INTERNAL block_t *_bk_page_block_start(const page_t *pg, const void *p);
-BRISK_INTERNAL long _bk_page_owner_free_count(const page_t *pg);
+enum { PAGE_LIST_OUTSIDE = -1, PAGE_LIST_LOOPS = -2 };
+BRISK_INTERNAL long _bk_page_list_walk(const page_t *pg, const block_t *b, uint64_t *free_bits, const void **bad);
 
 /* ---- remote_free.c: blocks freed by other threads ----------------------- */
 BRISK_INTERNAL bool _bk_page_set_delayed(page_t *pg, enum delayed_state want, bool only_if_empty);

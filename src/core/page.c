@@ -81,18 +81,25 @@ void _bk_page_collect(page_t *pg) {
   }
 }
 
-/* Blocks on the owner's two lists, each checked to lie on a block boundary
- * of this page (a walk: for BRISK_ASSERT_FULL); -1 when a link is wrong. */
-long _bk_page_owner_free_count(const page_t *pg) {
+/* Walks one free list of a page, checking that every link is on a block
+ * boundary of the page's threaded blocks; sets the blocks' bits in
+ * free_bits when given. Returns the count, or PAGE_LIST_OUTSIDE (with *bad
+ * the stray link) or PAGE_LIST_LOOPS. For checks and full assertions. */
+long _bk_page_list_walk(const page_t *pg, const block_t *b, uint64_t *free_bits, const void **bad) {
   long n = 0;
   const uint8_t *end = pg->start + (size_t)pg->capacity * pg->block_size;
-  const block_t *lists[2] = {pg->free, pg->local_free};
-  for (int i = 0; i < 2; i++)
-    for (const block_t *b = lists[i]; b; b = b->next) {
-      const uint8_t *p = (const uint8_t *)b;
-      if (p < pg->start || p >= end || (size_t)(p - pg->start) % pg->block_size || ++n > (long)pg->capacity)
-        return -1;
+  for (; b; b = b->next) {
+    const uint8_t *p = (const uint8_t *)b;
+    if (p < pg->start || p >= end || (size_t)(p - pg->start) % pg->block_size) {
+      if (bad) *bad = p;
+      return PAGE_LIST_OUTSIDE;
     }
+    if (++n > (long)pg->capacity) return PAGE_LIST_LOOPS;
+    if (free_bits) {
+      size_t i = (size_t)(p - pg->start) / pg->block_size;
+      free_bits[i / 64] |= (uint64_t)1 << (i % 64);
+    }
+  }
   return n;
 }
 

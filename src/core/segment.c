@@ -122,7 +122,9 @@ void _bk_segment_page_release(heap_t *h, page_t *pg) {
   segment_t *seg = segment_of(pg);
   list_t *list = &h->segments[seg->kind];
   BRISK_ASSERT(pg->used == 0);
-  BRISK_ASSERT_FULL(_bk_page_owner_free_count(pg) == (long)pg->capacity);
+  BRISK_ASSERT_FULL(_bk_page_list_walk(pg, pg->free, NULL, NULL) +
+                        _bk_page_list_walk(pg, pg->local_free, NULL, NULL) ==
+                    (long)pg->capacity);
   _bk_segment_page_freed(seg, pg);
   list_move_to_front(list, &seg->link);
   if (seg->pages_in_use == 0 && seg->link.next) {

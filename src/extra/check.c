@@ -23,29 +23,17 @@ static int failure(int code, const char *fmt, ...) {
 
 /* ---- Free lists --------------------------------------------------------- */
 
-/* Walks one free list of a page, checking every link; sets the blocks' bits
- * in `free_bits` when given. Returns the count, or -1 with the message set. */
+/* One free list of a page (core's walk), with the message set when broken. */
 static long walk_list(const page_t *pg, const block_t *b, uint64_t *free_bits, const char *which) {
-  long n = 0;
-  const uint8_t *end = pg->start + (size_t)pg->capacity * pg->block_size;
-  for (; b; b = b->next) {
-    const uint8_t *p = (const uint8_t *)b;
-    if (p < pg->start || p >= end || (size_t)(p - pg->start) % pg->block_size) {
-      failure(BRISK_CHECK_FREE_LIST, "page %p (blocks of %zu): %s list holds %p, outside the page's blocks",
-              (void *)pg->start, pg->block_size, which, (void *)p);
-      return -1;
-    }
-    if (++n > (long)pg->capacity) {
-      failure(BRISK_CHECK_FREE_LIST, "page %p (blocks of %zu): %s list loops", (void *)pg->start, pg->block_size,
-              which);
-      return -1;
-    }
-    if (free_bits) {
-      size_t i = (size_t)(p - pg->start) / pg->block_size;
-      free_bits[i / 64] |= (uint64_t)1 << (i % 64);
-    }
-  }
-  return n;
+  const void *bad = NULL;
+  long n = _bk_page_list_walk(pg, b, free_bits, &bad);
+  if (n == PAGE_LIST_OUTSIDE)
+    failure(BRISK_CHECK_FREE_LIST, "page %p (blocks of %zu): %s list holds %p, outside the page's blocks",
+            (void *)pg->start, pg->block_size, which, bad);
+  else if (n == PAGE_LIST_LOOPS)
+    failure(BRISK_CHECK_FREE_LIST, "page %p (blocks of %zu): %s list loops", (void *)pg->start, pg->block_size,
+            which);
+  return n < 0 ? -1 : n;
 }
 
 /* The page's free blocks (all three lists); -1 on a broken list. */
