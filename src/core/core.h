@@ -108,6 +108,12 @@ BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b);
 BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
 
+/* ---- hot.c: a heap's recently freed blocks, reused first ---------------- */
+BRISK_INTERNAL bool _bk_hot_class(unsigned cls);
+BRISK_INTERNAL void _bk_hot_init(heap_t *h);
+BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
+BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);
+
 /* ---- heap.c: the allocation and free slow paths ------------------------- */
 BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
 BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p);

@@ -2,8 +2,9 @@
  * malloc/free overrides (inlined into both so neither pays a jump).
  *
  *   malloc: heap->direct[size/16] -> page -> pop page->free
+ *           (above those sizes: pop the class's hot list, hot.c)
  *   free:   chunk map says "ours" -> segment (mask) -> page;
- *           owned by this thread? push page->local_free
+ *           owned by this thread? push page->local_free (or the hot list)
  * No lock and no atomic read-modify-write on either; everything else is in
  * _bk_heap_malloc_generic (heap.c) and _bk_free_slow (alloc.c). */
 #ifndef BRISK_FAST_PATH_H
@@ -14,17 +15,47 @@
 /* The one way a block leaves a page: pg->free is not empty. */
 static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t *pg, size_t size) {
   block_t *b = pg->free;
-  pg->free = b->next;
+  block_t *next = b->next;
+  pg->free = next;
+  /* The next block's link is read by the next pop of this page: start the
+   * load now, so that a list of blocks freed long ago (cold in the cache)
+   * costs the program's time between two mallocs, not the malloc itself. */
+  __builtin_prefetch(next);
   PUBLISH(pg->used, pg->used + 1);
   stat_add(&h->stat_requested, size);
   block_handed_out(b);
   return b;
 }
 
+/* The heap's hot lists (hot.c): the larger classes' recent frees. */
+static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_list_t *hl, size_t size) {
+  block_t *b = hl->head;
+  hl->head = b->next;
+  __builtin_prefetch(hl->head); /* as in page_pop */
+  PUBLISH(hl->count, (uint16_t)(hl->count - 1));
+  h->hot_bytes -= hl->block_size;
+  stat_add(&h->stat_requested, size);
+  block_handed_out(b);
+  return b;
+}
+
+static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg, block_t *b) {
+  hot_list_t *hl = &h->hot[pg->size_class];
+  if (hl->count >= hl->limit || h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
+  b->next = hl->head;
+  hl->head = b;
+  PUBLISH(hl->count, (uint16_t)(hl->count + 1));
+  h->hot_bytes += hl->block_size;
+  return true;
+}
+
 static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, size_t size) {
   if (likely(size <= DIRECT_SIZE_MAX)) {
     page_t *pg = h->direct[(size + 15) >> 4];
     if (likely(pg->free != NULL)) return page_pop(h, pg, size);
+  } else if (size <= LARGE_SIZE_MAX) {
+    hot_list_t *hl = &h->hot[size_to_class(size)];
+    if (hl->head) return hot_pop(h, hl, size);
   }
   return _bk_heap_malloc_generic(h, size);
 }
@@ -46,14 +77,17 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
     segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
     page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
     heap_t *h = _bk_tls_heap;
-    if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid && pg->flags == 0)) {
-      block_t *b = p;
-      b->next = pg->local_free;
-      pg->local_free = b;
-      uint32_t used = pg->used - 1;
-      PUBLISH(pg->used, used);
-      if (unlikely(used == 0)) _bk_heap_page_emptied(h, pg);
-      return;
+    if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
+      if (likely(pg->flags == 0)) {
+        block_t *b = p;
+        b->next = pg->local_free;
+        pg->local_free = b;
+        uint32_t used = pg->used - 1;
+        PUBLISH(pg->used, used);
+        if (unlikely(used == 0)) _bk_heap_page_emptied(h, pg);
+        return;
+      }
+      if (pg->flags == PAGE_HOT && hot_push(h, pg, p)) return;
     }
     _bk_heap_free_generic(seg, pg, p);
     return;

@@ -70,6 +70,6 @@ void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p) {
    * (the division is worth skipping on the remote-free path). */
   block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
   heap_t *h = _bk_tls_heap;
-  if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid) _bk_heap_free_local(h, pg, b);
-  else _bk_page_free_remote(pg, b);
+  if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) != h->uid) _bk_page_free_remote(pg, b);
+  else if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
 }

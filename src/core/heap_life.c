@@ -42,6 +42,7 @@ static void heap_reset_fields(heap_t *h) {
   atomic_store_explicit(&h->delayed_free, NULL, memory_order_relaxed);
   atomic_store_explicit(&h->mapped_bytes, 0, memory_order_relaxed);
   memset(&h->huge_blocks, 0, sizeof h->huge_blocks);
+  _bk_hot_init(h);
   h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
 }
 
@@ -132,5 +133,6 @@ void _bk_heap_collect_own(bool force) {
   heap_t *h = _bk_tls_heap;
   if (h == &_bk_heap_empty) return;
   _bk_heap_take_delayed(h);
+  _bk_hot_flush(h);
   _bk_heap_collect_idle(h, _bk_os_now_ms(), force);
 }

@@ -19,7 +19,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   PUBLISH(pg->used, 0);
   pg->free = NULL;
   pg->local_free = NULL;
-  PUBLISH(pg->flags, 0);
+  PUBLISH(pg->flags, _bk_hot_class(cls) ? PAGE_HOT : 0);
   PUBLISH(pg->size_class, (uint8_t)cls);
   PUBLISH(pg->in_use, 1);
   pg->link.next = pg->link.prev = NULL;

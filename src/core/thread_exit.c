@@ -42,6 +42,7 @@ void _bk_heap_thread_done(void *value) {
    * remote thread reads this heap again. */
   set_pages_never_delayed(h);
   _bk_heap_take_delayed(h);
+  _bk_hot_flush(h);
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++) {
     list_node_t *n;
     while ((n = list_pop_front(&h->segments[kind]))) {

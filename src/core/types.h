@@ -73,7 +73,9 @@ enum delayed_state {
 #define TF_PTR_MASK ((TF_COUNT_ONE - 1) & ~TF_STATE_MASK)
 static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
 
-enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2 };
+/* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c), so the
+ * free fast path, which needs flags 0, leaves them to the generic free. */
+enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4 };
 
 struct heap;
 struct segment;
@@ -147,13 +149,24 @@ typedef struct cache_slot {
   _Atomic(uint64_t) since_ms;
 } cache_slot_t;
 
+/* A heap's most recently freed blocks of one class (hot.c). */
+typedef struct hot_list {
+  block_t *head;
+  uint16_t count; /* PUBLISHed: statistics count these blocks as free */
+  uint16_t limit; /* 0 for the classes that have no hot list */
+  uint32_t block_size;
+} hot_list_t;
+#define HOT_HEAP_BYTES ((size_t)4 << 20) /* all of a heap's hot lists */
+
 typedef struct heap {
   page_t *direct[DIRECT_SLOTS]; /* size/16 -> page to allocate from */
   uint64_t uid;                 /* unique per heap lifetime, never reused */
   uint64_t stat_requested;      /* counters PUBLISHed by the owner, summed by stats */
   uint64_t stat_cache_hits, stat_cache_misses;
-  list_t queues[CLASS_COUNT]; /* pages with (possibly) free blocks */
-  list_t full;                /* pages with no free block */
+  list_t queues[CLASS_COUNT];  /* pages with (possibly) free blocks */
+  list_t full;                 /* pages with no free block */
+  hot_list_t hot[CLASS_COUNT]; /* recently freed blocks of the larger classes */
+  size_t hot_bytes;
   /* Blocks other threads freed into this heap's full pages: a LIFO they
    * push with release, taken whole by the owner with acquire. */
   _Atomic(block_t *) delayed_free;

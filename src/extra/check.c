@@ -89,9 +89,29 @@ static bool owned_by_caller(segment_t *seg) {
   return h != &_bk_heap_empty && atomic_load_explicit(&seg->owner_uid, memory_order_acquire) == h->uid;
 }
 
+/* The calling thread's hot lists (core/hot.c): blocks freed, not yet back
+ * in their pages. */
+static int check_hot_lists(void) {
+  heap_t *h = _bk_tls_heap;
+  if (h == &_bk_heap_empty) return BRISK_CHECK_OK;
+  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
+    const void *bad = NULL;
+    long n = _bk_hot_walk(h, cls, &bad);
+    if (n == PAGE_LIST_OUTSIDE)
+      return failure(BRISK_CHECK_FREE_LIST,
+                     "hot free list of blocks of %zu holds %p, not a free block of that size", _bk_class_size(cls),
+                     bad);
+    if (n == PAGE_LIST_LOOPS || n != (long)h->hot[cls].count)
+      return failure(BRISK_CHECK_FREE_LIST, "hot free list of blocks of %zu %s", _bk_class_size(cls),
+                     n == PAGE_LIST_LOOPS ? "loops" : "is shorter than its count");
+  }
+  return BRISK_CHECK_OK;
+}
+
 int brisk_check_heap(void) {
   check_message[0] = '\0';
-  int rc = BRISK_CHECK_OK;
+  int rc = check_hot_lists();
+  if (rc) return rc;
   _bk_segments_lock();
   for (segment_t *seg = _bk_segments_first(); seg && !rc; seg = _bk_segments_next(seg)) {
     if (segment_of((uint8_t *)seg + (PEEK(seg->kind) == SEG_HUGE ? PEEK(seg->block_offset) : 0)) != seg) {

@@ -21,6 +21,22 @@ static void add_heap(heap_t *h, void *arg) {
   st->cache_misses += PEEK(h->stat_cache_misses);
   if (h->is_explicit) st->explicit_heaps++;
   else st->thread_heaps++;
+  /* Blocks on a hot list count as used in their pages but are free: taken
+   * off here, before the pages are added (modulo 2^64; see clamp_live). */
+  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
+    uint64_t n = PEEK(h->hot[cls].count);
+    if (!n) continue;
+    brisk_tier_stats_t *t = &st->tiers[tier_of_kind(_bk_class_segment_kind(cls))];
+    t->live_blocks -= n;
+    t->in_use -= n * _bk_class_size(cls);
+    st->class_live_blocks[cls] -= n;
+  }
+}
+
+/* A hot list read before its blocks' page moved on can leave a count
+ * "below zero": it reads as none. */
+static void clamp_live(uint64_t *v) {
+  if ((int64_t)*v < 0) *v = 0;
 }
 
 /* free_chunks (mallinfo's ordblks): free slots of pages holding blocks, plus
@@ -91,7 +107,10 @@ int _bk_stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
   }
   _bk_segments_unlock();
 
+  for (unsigned c = 0; c < CLASS_COUNT; c++) clamp_live(&st->class_live_blocks[c]);
   for (int t = 0; t < BRISK_TIER_COUNT; t++) {
+    clamp_live(&st->tiers[t].live_blocks);
+    clamp_live(&st->tiers[t].in_use);
     st->in_use += st->tiers[t].in_use;
     st->committed += st->tiers[t].committed;
     st->reserved += st->tiers[t].reserved;

@@ -1,0 +1,69 @@
+/* A thread's most recently freed blocks of the classes above the direct
+ * sizes, kept per class in a LIFO list of the heap and handed out first.
+ *
+ * Blocks of these classes come 2 to 64 to a page, so with many blocks live a
+ * class's frees land on many pages: without this list, malloc would take a
+ * block that left the cache long ago from whichever page is current, and
+ * walk cold pages to find one with room. A block on the hot list still
+ * counts as used in its page (so the page cannot be released under it);
+ * the list is bounded per class and per heap, and flushed back to the pages
+ * when the heap goes idle, is walked, or ends. Never in the checked library,
+ * whose frees must take effect at once. */
+#include "core/fast_path.h"
+
+#define HOT_CLASS_BYTES ((size_t)128 * 1024) /* per class, but at least two blocks */
+#define HOT_MAX_BLOCKS 64
+
+bool _bk_hot_class(unsigned cls) { return !BRISK_CHECKED && _bk_class_size(cls) > DIRECT_SIZE_MAX; }
+
+/* The push and pop are inline (fast_path.h); the limits are set here. */
+void _bk_hot_init(heap_t *h) {
+  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
+    hot_list_t *hl = &h->hot[cls];
+    size_t size = _bk_class_size(cls), n = HOT_CLASS_BYTES / size;
+    if (n < 2) n = 2;
+    hl->head = NULL;
+    hl->count = 0;
+    hl->block_size = (uint32_t)size;
+    hl->limit = !_bk_hot_class(cls) ? 0 : n > HOT_MAX_BLOCKS ? HOT_MAX_BLOCKS : (uint16_t)n;
+  }
+  h->hot_bytes = 0;
+}
+
+/* Every hot block back to its page, as a free of the owner's. */
+void _bk_hot_flush(heap_t *h) {
+  if (!h->hot_bytes) return;
+  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
+    hot_list_t *hl = &h->hot[cls];
+    while (hl->head) {
+      block_t *b = hl->head;
+      hl->head = b->next;
+      PUBLISH(hl->count, (uint16_t)(hl->count - 1));
+      h->hot_bytes -= hl->block_size;
+      _bk_heap_free_local(h, page_of(segment_of(b), b), b);
+    }
+  }
+}
+
+/* Walks the hot list of class cls, checking that every link is the start
+ * of a block of that class in a page of h's: returns the count, or
+ * PAGE_LIST_OUTSIDE (with *bad the stray link) or PAGE_LIST_LOOPS. For
+ * brisk_check_heap, on the heap's own thread. */
+long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad) {
+  long n = 0;
+  for (const block_t *b = h->hot[cls].head; b; b = b->next) {
+    segment_t *seg = segment_of(b);
+    page_t *pg = seg && seg->kind != SEG_HUGE &&
+            atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid
+        ? page_of(seg, b)
+        : NULL;
+    if (!pg || !pg->in_use || pg->size_class != cls || (const uint8_t *)b < pg->start ||
+        (const uint8_t *)b >= pg->start + (size_t)pg->capacity * pg->block_size ||
+        (size_t)((const uint8_t *)b - pg->start) % pg->block_size) {
+      *bad = b;
+      return PAGE_LIST_OUTSIDE;
+    }
+    if (++n > (long)h->hot[cls].count) return PAGE_LIST_LOOPS;
+  }
+  return n;
+}
