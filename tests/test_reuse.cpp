@@ -85,3 +85,88 @@ TEST(HotReuse, VisitSkipsHotBlocks) {
 }
 
 }  // namespace
+
+// ---- Working sets freed and built again --------------------------------------
+
+struct OsCalls {
+  uint64_t mmap, munmap, madvise, mremap;
+  bool operator==(const OsCalls &o) const {
+    return mmap == o.mmap && munmap == o.munmap && madvise == o.madvise && mremap == o.mremap;
+  }
+};
+
+std::ostream &operator<<(std::ostream &os, const OsCalls &c) {
+  return os << "mmap " << c.mmap << ", munmap " << c.munmap << ", madvise " << c.madvise << ", mremap "
+            << c.mremap;
+}
+
+OsCalls os_calls() {
+  brisk_stats_t st = bt::stats_now();
+  return {st.mmap_calls, st.munmap_calls, st.madvise_calls, st.mremap_calls};
+}
+
+// No purge pass may run while a test counts system calls.
+class Rebuild : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    delay_ = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
+    ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+    brisk_collect();  // what earlier tests left cached is not this test's working set
+  }
+  void TearDown() override {
+    brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay_);
+    brisk_option_set(BRISK_OPTION_CACHE_CAP, cap_);
+  }
+  long long delay_ = 0, cap_ = brisk_option_get(BRISK_OPTION_CACHE_CAP);
+};
+
+void touch_pages(void *p, size_t n) {
+  for (size_t off = 0; off < n; off += 4096) static_cast<volatile char *>(p)[off] = 1;
+  static_cast<volatile char *>(p)[n - 1] = 1;
+}
+
+// One buffer at a time, of sizes that vary 5x: the buffer freed last serves
+// the next whole, whatever its size, so the loop makes no system call (a
+// shrink would drop pages the next, bigger buffer faults back in).
+TEST_F(Rebuild, BufferLoopOfVariedSizesMakesNoSystemCall) {
+  bt::Rng r(7);
+  void *first = brisk_malloc(25 * bt::MiB);
+  ASSERT_NE(first, nullptr);
+  touch_pages(first, 25 * bt::MiB);
+  brisk_free(first);
+  const OsCalls before = os_calls();
+  for (int i = 0; i < 40; ++i) {
+    size_t n = 5 * bt::MiB + r.next() % (20 * bt::MiB);
+    void *p = brisk_malloc(n);
+    ASSERT_NE(p, nullptr);
+    touch_pages(p, n);
+    brisk_free(p);
+  }
+  EXPECT_EQ(os_calls(), before);
+}
+
+// A working set larger than the cache cap, freed whole and built again: the
+// cache follows what the program had in use, so nothing is mapped, purged or
+// unmapped the second time.
+void rebuild_without_calls(size_t block, size_t count) {
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_CACHE_CAP, (long long)(16 * bt::MiB)), 0);
+  std::vector<void *> blocks(count);
+  auto build = [&] {
+    for (auto &p : blocks) {
+      ASSERT_NE(p = brisk_malloc(block), nullptr);
+      touch_pages(p, block);
+    }
+  };
+  build();
+  for (void *p : blocks) brisk_free(p);
+  const OsCalls before = os_calls();
+  build();
+  for (void *p : blocks) brisk_free(p);
+  build();
+  EXPECT_EQ(os_calls(), before) << "blocks of " << block;
+  for (void *p : blocks) brisk_free(p);
+}
+
+TEST_F(Rebuild, HugeWorkingSetAboveTheCapIsReused) { rebuild_without_calls(3 * bt::MiB, 40); }
+
+TEST_F(Rebuild, PagedWorkingSetAboveTheCapIsReused) { rebuild_without_calls(600 * bt::KiB, 200); }

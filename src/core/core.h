@@ -68,10 +68,10 @@ BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool f
 BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
 
 /* ---- segment_cache.c: free segments any thread may take ---------------- */
-/* The shared cache holds BRISK_RESERVE, so a reserve can be no larger than
- * its slots hold. */
-#define SEGMENT_CACHE_SLOTS 256
-#define RESERVE_MAX ((size_t)SEGMENT_CACHE_SLOTS * SEGMENT_SIZE)
+/* The shared cache holds BRISK_RESERVE in a quarter of its slots at most,
+ * leaving the rest to a working set of huge blocks freed and built again. */
+#define SEGMENT_CACHE_SLOTS 1024
+#define RESERVE_MAX ((size_t)SEGMENT_CACHE_SLOTS / 4 * SEGMENT_SIZE)
 BRISK_INTERNAL bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
 BRISK_INTERNAL segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
                                          unsigned kind, bool counted);

@@ -85,13 +85,18 @@ static bool hot_put(heap_t *h, segment_t *seg) {
   return true;
 }
 
-static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
+/* The thread's own warm blocks (the hot one first) of a size in [min, max]. */
+static segment_t *take_warm_within(heap_t *h, size_t min, size_t max) {
   segment_t *seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
   if (seg) {
     if (seg->mapped_size >= min && seg->mapped_size <= max) return seg;
     if (!_bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, _bk_os_now_ms())) _bk_segment_release(seg);
   }
-  seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, min, max, SEG_HUGE, false);
+  return _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, min, max, SEG_HUGE, false);
+}
+
+static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
+  segment_t *seg = take_warm_within(h, min, max);
   return seg ? seg : _bk_segment_cache_take(min, max, SEG_HUGE);
 }
 
@@ -141,11 +146,14 @@ static size_t block_offset_for(const segment_t *seg, size_t align) {
   return (size_t)(align_up(a + HUGE_BLOCK_OFFSET, align) - a);
 }
 
-/* A warm block of about the right size, else a bigger one cut down to size
- * (one mremap, still cheaper than a new mapping and its first touch), else
- * (unless the block must be zeroed) a smaller one of this thread's grown to
- * size: its pages stay warm, only the growth is new, and the thread's warm blocks
- * does not overflow into the shared one, which would purge what it gets.
+/* A warm block of about the right size, else a bigger one of the thread's
+ * own, whole: cutting it would drop pages that the thread's next, bigger
+ * request faults back in (a loop of buffers of varied sizes). Else a bigger
+ * one from the shared cache, whole up to twice the size, else cut down to
+ * size (one mremap, still cheaper than a new mapping and its first touch),
+ * else
+ * (unless the block must be zeroed) a smaller one grown to size, the
+ * thread's own first: its pages stay warm, only the growth is new.
  * A bounded heap counts what it maps, so it takes only blocks of its size.
  * Past a segment's alignment only a block of about the right size at a
  * fitting address will do (one freed by the same kind of request). */
@@ -163,15 +171,18 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
    * out whole would starve the next bigger request, which then maps anew
    * even after a warm-up. A warm-up leaves a block of each size it used. */
   if (seg || mapped > PTRDIFF_MAX / 8 || _bk_opt.realtime) return seg;
-  seg = take_cached_within(h, mapped, mapped * 8);
+  if (!exact && (seg = take_warm_within(h, mapped, mapped * 8))) return seg;
+  seg = _bk_segment_cache_take(mapped, mapped * 8, SEG_HUGE);
   if (seg) {
-    if (resize_in_place(seg, mapped) || !exact) return seg;
+    if ((!exact && seg->mapped_size <= 2 * mapped) || resize_in_place(seg, mapped) || !exact) return seg;
     _bk_segment_release(seg);
     return NULL;
   }
   if (zero) return NULL;
   seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
   if (!seg) seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
+  /* A smaller one another thread left: its pages are kept by the move. */
+  if (!seg && !exact) seg = _bk_segment_cache_take(mapped / 4, mapped - 1, SEG_HUGE);
   if (!seg) return NULL;
   segment_t *grown = huge_grow(seg, mapped);
   if (!grown) _bk_segment_release(seg);

@@ -21,10 +21,35 @@ static cache_slot_t cache_slots[SEGMENT_CACHE_SLOTS];
  * refusal, so the cap holds exactly without ordering (relaxed). */
 static _Atomic(size_t) cached_bytes;
 
-/* Unpurged bytes in the shared cache. Past a sixteenth of the cache cap a
- * segment is purged as it comes in, so that bursts of freed segments (many
+/* Unpurged bytes in the shared cache. A segment that comes in past the
+ * dirty allowance is purged at once, so that bursts of freed segments (many
  * threads exiting at once) cannot hold memory for a whole purge delay. */
 static _Atomic(size_t) cached_dirty;
+
+/* The allowance follows the program: as much as it had in use lately (the
+ * peak of this purge delay's window and the last one's), so a program that
+ * frees its working set and builds it again reuses it warm, without a page
+ * fault; and at least a sixteenth of the cache cap. Relaxed: hints, read
+ * and updated on the cache's slow path only. */
+static _Atomic(uint64_t) window_start_ms;
+static _Atomic(size_t) window_peak, last_window_peak;
+
+static size_t in_use_recently(uint64_t now) {
+  size_t mapped = _bk_memory_mapped(), cached = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
+  size_t in_use = mapped > cached ? mapped - cached : 0;
+  uint64_t start = atomic_load_explicit(&window_start_ms, memory_order_relaxed);
+  if (now - start >= _bk_opt.purge_delay_ms &&
+      atomic_compare_exchange_strong_explicit(&window_start_ms, &start, now, memory_order_relaxed,
+                                              memory_order_relaxed)) {
+    atomic_store_explicit(&last_window_peak, atomic_load_explicit(&window_peak, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&window_peak, in_use, memory_order_relaxed);
+  }
+  size_t peak = atomic_load_explicit(&window_peak, memory_order_relaxed);
+  if (in_use > peak) atomic_store_explicit(&window_peak, peak = in_use, memory_order_relaxed);
+  size_t last = atomic_load_explicit(&last_window_peak, memory_order_relaxed);
+  return peak > last ? peak : last;
+}
 
 static void dirty_account(segment_t *seg, bool add) {
   if (seg->purged) return;
@@ -44,10 +69,21 @@ size_t _bk_segment_cache_bytes(void) { return atomic_load_explicit(&cached_bytes
  * top of the cache cap, never in its place. */
 static size_t cache_limit(void) { return _bk_opt.cache_cap + _bk_opt.reserve; }
 
-static bool cache_reserve(size_t bytes) {
+/* The cap, or what the program had in use lately if that is more: a
+ * program that frees a working set bigger than the cap and builds it again
+ * must not map it anew (purged, what waits costs address space only). The
+ * unpurged part is bounded by what it had in use lately, and at least a
+ * sixteenth of the cap. */
+static size_t cache_allowance(uint64_t now, size_t *dirty) {
+  size_t limit = cache_limit(), recent = in_use_recently(now);
+  *dirty = recent > limit / 16 ? recent : limit / 16;
+  return recent > limit ? recent : limit;
+}
+
+static bool cache_reserve(size_t bytes, size_t allowance) {
   size_t cur = atomic_fetch_add_explicit(&cached_bytes, bytes, memory_order_relaxed);
   /* Realtime mode trims no cache: freeing must not unmap. */
-  if (cur + bytes <= cache_limit() || _bk_opt.realtime) return true;
+  if (cur + bytes <= allowance || _bk_opt.realtime) return true;
   atomic_fetch_sub_explicit(&cached_bytes, bytes, memory_order_relaxed);
   return false;
 }
@@ -110,9 +146,9 @@ bool _bk_segment_cache_put(segment_t *seg) {
   /* A local copy: once in a slot the segment is another thread's to take. */
   uint64_t now = _bk_os_now_ms();
   seg->cached_at_ms = now;
-  if (!cache_reserve(seg->mapped_size)) return false;
-  if (!seg->purged &&
-      atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size > cache_limit() / 16)
+  size_t dirty_max, allowance = cache_allowance(now, &dirty_max);
+  if (!cache_reserve(seg->mapped_size, allowance)) return false;
+  if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size > dirty_max)
     purge_cached(seg);
   dirty_account(seg, true);
   if (_bk_slots_put(cache_slots, SEGMENT_CACHE_SLOTS, seg, now)) {
@@ -126,6 +162,7 @@ bool _bk_segment_cache_put(segment_t *seg) {
 }
 
 segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind) {
+  if (!atomic_load_explicit(&cached_bytes, memory_order_relaxed)) return NULL;
   segment_t *seg = _bk_slots_take(cache_slots, SEGMENT_CACHE_SLOTS, min_size, max_size, kind, true);
   if (seg) {
     cache_unreserve(seg->mapped_size);
