@@ -55,26 +55,6 @@ class Options : public ::testing::Test {
   long long saved_[BRISK_OPTION_COUNT];
 };
 
-struct OsCalls {
-  uint64_t mmap, munmap, madvise, mremap;
-  bool operator==(const OsCalls &o) const {
-    return mmap == o.mmap && munmap == o.munmap && madvise == o.madvise && mremap == o.mremap;
-  }
-};
-
-std::ostream &operator<<(std::ostream &os, const OsCalls &c) {
-  return os << "mmap " << c.mmap << ", munmap " << c.munmap << ", madvise " << c.madvise << ", mremap "
-            << c.mremap;
-}
-
-OsCalls os_calls() {
-  brisk_stats_t st;
-  std::memset(&st, 0, sizeof st);
-  st.version = BRISK_STATS_VERSION;
-  EXPECT_EQ(brisk_stats_get(&st), 0);
-  return {st.mmap_calls, st.munmap_calls, st.madvise_calls, st.mremap_calls};
-}
-
 // A mixed workload: every tier, huge blocks included, with reallocs and a
 // short-lived thread; everything freed at the end. Returns false if an
 // allocation failed or a block was damaged.
@@ -325,17 +305,17 @@ TEST_F(Options, RealtimeAfterWarmUpMakesNoSystemCalls) {
   ASSERT_TRUE(workload(1));
   ASSERT_TRUE(thread_workload());
   brisk_set_realtime(1);
-  const OsCalls before = os_calls();
+  const bt::OsCalls before = bt::os_calls();
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(workload(i));
     ASSERT_TRUE(thread_workload());
   }
-  const OsCalls after = os_calls();
+  const bt::OsCalls after = bt::os_calls();
   EXPECT_EQ(after, before) << "system calls in realtime mode: before {" << before << "}, after {" << after
                            << "}";
   // Collect still releases everything on demand, in realtime mode too.
   brisk_collect();
-  const OsCalls collected = os_calls();
+  const bt::OsCalls collected = bt::os_calls();
   EXPECT_GT(collected.munmap, after.munmap) << "brisk_collect released nothing in realtime mode";
   brisk_set_realtime(0);
 }
@@ -348,12 +328,12 @@ TEST_F(Options, RealtimeStopsPurgeAndCacheTrimming) {
   // Without realtime mode the workload does make system calls (this shows
   // the check below can fail).
   ASSERT_TRUE(workload(1));
-  const OsCalls c0 = os_calls();
+  const bt::OsCalls c0 = bt::os_calls();
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(workload(i));
     ASSERT_TRUE(thread_workload());
   }
-  const OsCalls c1 = os_calls();
+  const bt::OsCalls c1 = bt::os_calls();
   EXPECT_GT(c1.munmap + c1.madvise + c1.mmap, c0.munmap + c0.madvise + c0.mmap)
       << "the control run made no system call: the realtime check below proves nothing";
   // Realtime: a warm-up, then the same work makes none, whatever the cache
@@ -363,12 +343,12 @@ TEST_F(Options, RealtimeStopsPurgeAndCacheTrimming) {
   brisk_set_realtime(1);
   ASSERT_TRUE(workload(1));
   ASSERT_TRUE(thread_workload());
-  const OsCalls before = os_calls();
+  const bt::OsCalls before = bt::os_calls();
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(workload(i));
     ASSERT_TRUE(thread_workload());
   }
-  const OsCalls after = os_calls();
+  const bt::OsCalls after = bt::os_calls();
   EXPECT_EQ(after, before) << "system calls in realtime mode: before {" << before << "}, after {" << after
                            << "}";
   brisk_set_realtime(0);
@@ -393,9 +373,9 @@ TEST_F(Options, RealtimeHugeReallocAfterWarmUp) {
   // Warm-up in realtime mode: that is where the copies' blocks come from.
   brisk_set_realtime(1);
   ASSERT_TRUE(work());
-  const OsCalls before = os_calls();
+  const bt::OsCalls before = bt::os_calls();
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(work());
-  const OsCalls after = os_calls();
+  const bt::OsCalls after = bt::os_calls();
   EXPECT_EQ(after.mremap, before.mremap) << "mremap in realtime mode";
   EXPECT_EQ(after, before) << "system calls in realtime mode after a warm-up";
   brisk_set_realtime(0);
@@ -407,10 +387,10 @@ TEST_F(Options, RealtimeFreeKeepsMemoryMapped) {
   brisk_set_realtime(1);
   std::vector<void *> big;
   for (int i = 0; i < 6; ++i) big.push_back(brisk_malloc(12 * MiB + static_cast<size_t>(i) * MiB));
-  const OsCalls before = os_calls();
+  const bt::OsCalls before = bt::os_calls();
   const size_t mapped = brisk_mapped_bytes();
   for (void *p : big) brisk_free(p);
-  const OsCalls after = os_calls();
+  const bt::OsCalls after = bt::os_calls();
   EXPECT_EQ(after.munmap, before.munmap);
   EXPECT_EQ(after.madvise, before.madvise);
   EXPECT_EQ(brisk_mapped_bytes(), mapped);
@@ -427,7 +407,7 @@ TEST_F(Options, ReserveThenRealtimeSmallBlocksMakeNoSystemCalls) {
   EXPECT_EQ(brisk_option_get(BRISK_OPTION_RESERVE), reserve);
   std::thread t([] {
     // A new thread: it owns no segment yet, so all 40 MiB come from the reserve.
-    const OsCalls before = os_calls();
+    const bt::OsCalls before = bt::os_calls();
     struct rusage ru0, ru1;
     getrusage(RUSAGE_THREAD, &ru0);
     void *list = nullptr;
@@ -443,7 +423,7 @@ TEST_F(Options, ReserveThenRealtimeSmallBlocksMakeNoSystemCalls) {
       ++count;
     }
     getrusage(RUSAGE_THREAD, &ru1);
-    const OsCalls after = os_calls();
+    const bt::OsCalls after = bt::os_calls();
     EXPECT_EQ(after, before) << "system calls while allocating from the reserve: before {" << before
                              << "}, after {" << after << "}";
     // The reserve was touched when it was mapped in realtime mode: first use

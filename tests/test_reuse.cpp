@@ -88,23 +88,6 @@ TEST(HotReuse, VisitSkipsHotBlocks) {
 
 // ---- Working sets freed and built again --------------------------------------
 
-struct OsCalls {
-  uint64_t mmap, munmap, madvise, mremap;
-  bool operator==(const OsCalls &o) const {
-    return mmap == o.mmap && munmap == o.munmap && madvise == o.madvise && mremap == o.mremap;
-  }
-};
-
-std::ostream &operator<<(std::ostream &os, const OsCalls &c) {
-  return os << "mmap " << c.mmap << ", munmap " << c.munmap << ", madvise " << c.madvise << ", mremap "
-            << c.mremap;
-}
-
-OsCalls os_calls() {
-  brisk_stats_t st = bt::stats_now();
-  return {st.mmap_calls, st.munmap_calls, st.madvise_calls, st.mremap_calls};
-}
-
 // No purge pass may run while a test counts system calls.
 class Rebuild : public ::testing::Test {
  protected:
@@ -134,7 +117,7 @@ TEST_F(Rebuild, BufferLoopOfVariedSizesMakesNoSystemCall) {
   ASSERT_NE(first, nullptr);
   touch_pages(first, 25 * bt::MiB);
   brisk_free(first);
-  const OsCalls before = os_calls();
+  const bt::OsCalls before = bt::os_calls();
   for (int i = 0; i < 40; ++i) {
     size_t n = 5 * bt::MiB + r.next() % (20 * bt::MiB);
     void *p = brisk_malloc(n);
@@ -142,7 +125,7 @@ TEST_F(Rebuild, BufferLoopOfVariedSizesMakesNoSystemCall) {
     touch_pages(p, n);
     brisk_free(p);
   }
-  EXPECT_EQ(os_calls(), before);
+  EXPECT_EQ(bt::os_calls(), before);
 }
 
 // A working set larger than the cache cap, freed whole and built again: the
@@ -159,11 +142,11 @@ void rebuild_without_calls(size_t block, size_t count) {
   };
   build();
   for (void *p : blocks) brisk_free(p);
-  const OsCalls before = os_calls();
+  const bt::OsCalls before = bt::os_calls();
   build();
   for (void *p : blocks) brisk_free(p);
   build();
-  EXPECT_EQ(os_calls(), before) << "blocks of " << block;
+  EXPECT_EQ(bt::os_calls(), before) << "blocks of " << block;
   for (void *p : blocks) brisk_free(p);
 }
 

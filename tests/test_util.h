@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <thread>
 
@@ -208,6 +209,24 @@ inline brisk_stats_t stats_now() {
   st.version = BRISK_STATS_VERSION;
   EXPECT_EQ(brisk_stats_get(&st), 0);
   return st;
+}
+
+// brisk's counts of its memory system calls, compared and printed as one.
+struct OsCalls {
+  uint64_t mmap, munmap, madvise, mremap;
+  bool operator==(const OsCalls &o) const {
+    return mmap == o.mmap && munmap == o.munmap && madvise == o.madvise && mremap == o.mremap;
+  }
+};
+
+inline std::ostream &operator<<(std::ostream &os, const OsCalls &c) {
+  return os << "mmap " << c.mmap << ", munmap " << c.munmap << ", madvise " << c.madvise << ", mremap "
+            << c.mremap;
+}
+
+inline OsCalls os_calls() {
+  brisk_stats_t st = stats_now();
+  return {st.mmap_calls, st.munmap_calls, st.madvise_calls, st.mremap_calls};
 }
 
 // The class brisk uses for a request of n bytes: the smallest class size
