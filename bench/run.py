@@ -7,7 +7,7 @@ bench/build/ holds the programs:
     python3 bench/run.py --mode quick --alloc glibc= \\
         --alloc jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 
-Each (workload job, allocator) pair runs --reps times; every repetition runs
+What runs is in bench/workloads.py. Each (workload job, allocator) pair runs --reps times; every repetition runs
 all allocators back to back, in an order rotated by one each repetition.
 Writes OUT/results.json (every run and figure) and OUT/report.md; plots come
 from bench/plot.py when --plot-python names a Python with matplotlib.
@@ -25,138 +25,11 @@ import subprocess
 import sys
 import time
 
+from workloads import METRIC_LABELS, MODES, WORKLOADS, plan
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BIN = os.path.join(HERE, "build")
-
-# ---- what runs in each mode --------------------------------------------------
-
-# Per workload: the program's key=value arguments. Lists under "each" make one
-# job per value (a separate process, so peak RSS is per job).
-MODES = {
-    "smoke": {
-        "reps": 1,
-        "timeout": 10,
-        "sweep": {"ms": 5, "sizes": "16,64,1K,64K,1M,32M"},
-        "ring": {"threads": [1, 2], "slots": 1000, "ms": 20},
-        "xthread": {"ms": 20, "rounds": 500, "slots": 1000},
-        "sizecat": {"ms": 5},
-        "large": {"count": 2, "min": "1M", "max": "4M", "ms": 20, "settle_ms": 0},
-        "churn": {"ms": 30, "blocks": 100},
-        "fixed": {"count": 1000, "ms": 5},
-    },
-    "quick": {
-        "reps": 3,
-        "timeout": 60,
-        "sweep": {"ms": 15},
-        "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 150},
-        "xthread": {"ms": 200, "rounds": 10000, "slots": 10000},
-        "sizecat": {"ms": 30},
-        "large": {"count": 8, "ms": 300, "settle_ms": 1000},
-        "churn": {"ms": 300, "blocks": 1000},
-        "fixed": {"count": 100000, "ms": 50},
-    },
-    "full": {
-        "reps": 5,
-        "timeout": 180,
-        "sweep": {"ms": 100},
-        "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 1000},
-        "xthread": {"ms": 1000, "rounds": 20000, "slots": 10000},
-        "sizecat": {"ms": 200},
-        "large": {"count": 16, "ms": 1000, "settle_ms": 1500},
-        "churn": {"ms": 1000, "blocks": 1000},
-        "fixed": {"count": 100000, "ms": 200},
-    },
-}
-
-SWEEP_SIZES = 13  # the sweep program's default list
-SIZE_RANGES = 4   # sizecat's categories
-
-# For the report: workload id, title, what it does, and its tables:
-# (table title, metrics shown, +1 if higher is better / -1 if lower is).
-WORKLOADS = [
-    ("sweep", "1. Size sweep",
-     "`malloc(N)`, write `p[0]`, `free`, in a loop; each thread on its own.",
-     [("M ops/s (one op = malloc + write + free)", ["mops"], +1)]),
-    ("ring", "2. Mixed ring",
-     "Each thread replaces random slots of a ring of blocks (60% 16-256 B, "
-     "30% 512 B-2 KiB, 10% 4-32 KiB, each memset). Latency: one replacement "
-     "in 16 timed, the timer's own ~20 ns subtracted.",
-     [("M replacements/s", ["mops"], +1),
-      ("Peak RSS, MiB", ["peak_rss_mb"], -1),
-      ("malloc latency, ns", ["malloc_p50", "malloc_p99", "malloc_p999", "malloc_max"], -1),
-      ("free latency, ns", ["free_p50", "free_p99", "free_p999", "free_max"], -1)]),
-    ("xthread", "3. Cross-thread free",
-     "Producers allocate, consumers free (batches of 256 over a lock-free "
-     "queue); larson: threads swap blocks through a shared table and are "
-     "replaced every few thousand steps.",
-     [("M blocks/s", ["mops"], +1),
-      ("larson: worker threads replaced per second", ["threads_per_s"], +1)]),
-    ("sizecat", "4. Size categories",
-     "Random sizes within a category, window of 8 live blocks per thread; "
-     "`free` = malloc + free only, `fill` = every byte written and checked.",
-     [("k ops/s (one op = malloc + free, + fill + check)", ["kops"], +1)]),
-    ("large", "5. Large buffers",
-     "1-32 MiB buffers written in full. First touch: all live at once, every "
-     "page new. Recycled: one at a time, malloc/write/free.",
-     [("GB/s written", ["gbps"], +1),
-      ("minor page faults per MiB", ["faults_per_mib"], -1),
-      ("RSS after the phase, MiB", ["rss_after_mb", "rss_settled_mb"], -1)]),
-    ("churn", "6. Thread churn",
-     "Short-lived threads allocate, hand half their blocks to a survivor "
-     "thread, free the rest and exit.",
-     [("short threads per second", ["threads_per_s"], +1),
-      ("RSS, MiB", ["rss_early_mb", "rss_end_mb", "peak_rss_mb"], -1)]),
-    ("fixed", "7. Fixed-size objects",
-     "Many objects of one size allocated in bulk, then all freed: with each allocator's "
-     "`malloc`, and with brisk's pool API (`brisk_pool`, brisk only, compared with the "
-     "peers' best `malloc`).",
-     [("M objects/s (alloc + free)", ["mops"], +1)]),
-]
-
-METRIC_LABELS = {
-    "malloc_p50": "P50", "malloc_p99": "P99", "malloc_p999": "P99.9", "malloc_max": "max",
-    "free_p50": "P50", "free_p99": "P99", "free_p999": "P99.9", "free_max": "max",
-    "rss_after_mb": "at once", "rss_settled_mb": "after settling",
-    "rss_early_mb": "after 1/4 of the run", "rss_end_mb": "at the end", "peak_rss_mb": "peak",
-}
-
-
-def plan(mode, ncpu, only):
-    """The jobs of one repetition: dicts with workload, prog, args, est (s)."""
-    p = MODES[mode]
-    jobs = []
-
-    def add(workload, est, only_alloc=None, **args):
-        if only and workload not in only:
-            return
-        jobs.append({"id": len(jobs), "workload": workload, "prog": workload,
-                     "args": args, "est": est + 0.05, "only_alloc": only_alloc})
-
-    both = sorted({1, ncpu})
-    s = p["sweep"]
-    nsizes = len(s["sizes"].split(",")) if "sizes" in s else SWEEP_SIZES
-    for t in both:
-        add("sweep", nsizes * s["ms"] / 1000, threads=t, **s)
-    r = dict(p["ring"])
-    for t in r.pop("threads"):
-        add("ring", r["ms"] / 1000 + t * r["slots"] * 4e-6, threads=t, **r)
-    x = p["xthread"]
-    xt = max(2, ncpu)
-    add("xthread", x["ms"] / 1000, mode="pc64", threads=xt, ms=x["ms"])
-    add("xthread", x["ms"] / 1000, mode="pcmixed", threads=xt, ms=x["ms"])
-    add("xthread", x["ms"] / 1000, mode="larson", threads=xt, **x)
-    for t in both:
-        add("sizecat", 2 * SIZE_RANGES * p["sizecat"]["ms"] / 1000, threads=t, **p["sizecat"])
-    g = p["large"]
-    add("large", g["count"] * 0.02 + (g["ms"] + g["settle_ms"]) / 1000, **g)
-    add("churn", p["churn"]["ms"] / 1000, **p["churn"])
-    add("fixed", 4 * p["fixed"]["ms"] / 1000, **p["fixed"])
-    # brisk's pool API, under brisk only; its rows are compared with the
-    # peers' malloc rows of the same size.
-    add("fixed", 4 * p["fixed"]["ms"] / 1000, only_alloc="brisk", backend="brisk_pool", **p["fixed"])
-    return jobs
-
 
 def job_allocs(job, allocs):
     return [a for a in allocs if not job.get("only_alloc") or a["name"] == job["only_alloc"]]
