@@ -70,6 +70,16 @@ class Plotter:
         ax.set_xticks(range(len(metrics)))
         ax.set_xticklabels(labels)
 
+    def args(self, row):
+        """The arguments of the job that made the row."""
+        return self.res["jobs"][row["job"]]["args"]
+
+    def ring_rows(self, small=False):
+        """The ring's rows with the most slots (or, small=True, the others)."""
+        rows = self.summary.get("ring", [])
+        most = max((self.args(r).get("slots", 0) for r in rows), default=0)
+        return [r for r in rows if (self.args(r).get("slots", 0) < most) == small]
+
     def save(self, fig, name, workload):
         fig.tight_layout()
         fig.savefig(os.path.join(self.out, name), dpi=110)
@@ -98,7 +108,7 @@ class Plotter:
         self.save(fig, "throughput_vs_size.png", "sweep")
 
     def throughput_vs_threads(self):
-        rows = self.summary.get("ring", [])
+        rows = self.ring_rows()
         if not any(r["metrics"] for r in rows):
             return
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -116,24 +126,29 @@ class Plotter:
         self.save(fig, "throughput_vs_threads.png", "ring")
 
     def latency(self):
-        rows = [r for r in self.summary.get("ring", []) if r["metrics"].get("malloc_p50")]
-        if not rows:
+        # one line of panels per ring size: the thread count nearest 2 of each
+        picked = []
+        for small in (False, True):
+            rows = [r for r in self.ring_rows(small) if r["metrics"].get("malloc_p50")]
+            if rows:
+                picked.append(min(rows, key=lambda r: abs((r["threads"] or 0) - 2)))
+        if not picked:
             return
-        row = min(rows, key=lambda r: abs((r["threads"] or 0) - 2))
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-        for ax, op in zip(axes, ("malloc", "free")):
-            self.bars(ax, row, ["%s_%s" % (op, p) for p in ("p50", "p99", "p999", "max")],
-                      ["P50", "P99", "P99.9", "max"])
-            ax.set_yscale("log")
-            ax.set_ylabel("ns (log)")
-            ax.set_title("mixed ring, %s latency, %s" % (op, row["case"]))
-            ax.grid(alpha=0.3, axis="y")
-            ax.legend(fontsize=8)
+        fig, axes = plt.subplots(len(picked), 2, figsize=(12, 4.5 * len(picked)), squeeze=False)
+        for row, pair in zip(picked, axes):
+            for ax, op in zip(pair, ("malloc", "free")):
+                self.bars(ax, row, ["%s_%s" % (op, p) for p in ("p50", "p99", "p999", "max", "mean")],
+                          ["P50", "P99", "P99.9", "max", "mean"])
+                ax.set_yscale("log")
+                ax.set_ylabel("ns (log)")
+                ax.set_title("mixed ring, %s latency, %s" % (op, row["case"]))
+                ax.grid(alpha=0.3, axis="y")
+                ax.legend(fontsize=8)
         self.save(fig, "latency.png", "ring")
 
     def rss(self):
         panels = []
-        ring = [r for r in self.summary.get("ring", []) if r["metrics"].get("peak_rss_mb")]
+        ring = [r for r in self.ring_rows() if r["metrics"].get("peak_rss_mb")]
         if ring:
             panels.append("ring")
         large = [r for r in self.summary.get("large", []) if r["metrics"].get("rss_after_mb")]
