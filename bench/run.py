@@ -25,11 +25,15 @@ import subprocess
 import sys
 import time
 
+import probes
 from workloads import METRIC_LABELS, MODES, WORKLOADS, plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BIN = os.path.join(HERE, "build")
+# Programs named *.py (bench/cpython.py) run under this Python, with
+# PYTHONMALLOC=malloc so that every object comes from the allocator tested.
+PYTHON = sys.executable
 
 def job_allocs(job, allocs):
     return [a for a in allocs if not job.get("only_alloc") or a["name"] == job["only_alloc"]]
@@ -37,13 +41,25 @@ def job_allocs(job, allocs):
 
 # ---- running -------------------------------------------------------------------
 
-def run_one(job, alloc, timeout):
-    """One process. Returns the run record (status ok/crash/timeout/wrong/error)."""
+def prog_argv(job, args=None):
+    """The job's command line (args: other arguments than the job's own)."""
+    prog = job["prog"]
+    argv = [PYTHON, os.path.join(HERE, prog)] if prog.endswith(".py") else [os.path.join(BIN, prog)]
+    return argv + ["%s=%s" % kv for kv in (args or job["args"]).items()]
+
+
+def run_one(job, alloc, timeout, wrap=None, args=None):
+    """One process. Returns the run record (status ok/crash/timeout/wrong/error).
+    wrap: probes.strace_wrap or probes.callgrind_wrap, to run under that tool."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    if alloc["path"]:
-        env["LD_PRELOAD"] = alloc["path"]
-    argv = [os.path.join(BIN, job["prog"])] + ["%s=%s" % kv for kv in job["args"].items()]
+    argv, preload, wrap_out = prog_argv(job, args), alloc["path"], None
+    if job["prog"].endswith(".py"):
+        env["PYTHONMALLOC"] = "malloc"
+    if wrap:
+        argv, preload, wrap_out = wrap(argv, preload)
+    if preload:
+        env["LD_PRELOAD"] = preload
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, start_new_session=True, text=True, errors="replace")
@@ -83,9 +99,47 @@ def run_one(job, alloc, timeout):
         detail = "malloc came from %s, not %s" % (result.get("malloc_from"), alloc["path"] or "glibc")
     else:
         status, detail = "ok", ""
-    return {"job": job["id"], "workload": job["workload"], "alloc": alloc["name"],
-            "status": status, "detail": detail, "rc": rc, "secs": round(secs, 3),
-            "result": result, "stderr": err[-1500:] if err else ""}
+    run = {"job": job["id"], "workload": job["workload"], "alloc": alloc["name"],
+           "status": status, "detail": detail, "rc": rc, "secs": round(secs, 3),
+           "result": result, "stderr": err[-1500:] if err else ""}
+    if wrap is probes.strace_wrap:
+        run["kind"] = "syscalls"
+        run["syscalls"] = probes.strace_counts(wrap_out)
+    elif wrap is probes.callgrind_wrap:
+        run["instructions"] = probes.callgrind_total(err)
+        if status == "ok" and run["instructions"] is None:
+            run["status"], run["detail"] = "error", "no instruction count from callgrind"
+    return run
+
+
+def run_syscalls(job, alloc, timeout):
+    """The job once more under strace: its memory syscalls, per 1000 mallocs."""
+    run = run_one(job, alloc, timeout, wrap=probes.strace_wrap)
+    if run["status"] == "ok":
+        for c in run["result"]["cases"]:
+            c["metrics"] = probes.syscall_metrics(run["syscalls"], c["metrics"].get("mallocs"))
+    return run
+
+
+def run_callgrind(job, alloc, timeout):
+    """Instructions per malloc+free pair: the job at two iteration counts under
+    callgrind, for the allocator and (once per job) for the empty loop."""
+    if "loop_instr" not in job:
+        base = [run_one(job, {"name": "glibc", "path": ""}, timeout, probes.callgrind_wrap,
+                        dict(job["args"], iters=n, alloc="none")) for n in job["iters"]]
+        ok = all(b["status"] == "ok" for b in base)
+        job["loop_instr"] = probes.per_pair([b["instructions"] for b in base], job["iters"],
+                                            probes.STANDIN_INSTR) if ok else None
+    runs = [run_one(job, alloc, timeout, probes.callgrind_wrap, dict(job["args"], iters=n))
+            for n in job["iters"]]
+    run = next((r for r in runs if r["status"] != "ok"), runs[-1])
+    if run["status"] == "ok" and job["loop_instr"] is None:
+        run["status"], run["detail"] = "error", "the empty loop did not run under callgrind"
+    if run["status"] == "ok":
+        pair = probes.per_pair([r["instructions"] for r in runs], job["iters"], job["loop_instr"])
+        for c in run["result"]["cases"]:
+            c["metrics"] = {"instr_per_pair": pair, "loop_instr": job["loop_instr"]}
+    return run
 
 
 def first_line(text, prefix):
@@ -153,7 +207,9 @@ def job_label(job):
 # ---- figures ---------------------------------------------------------------------
 
 def summarize(jobs, allocs, runs):
-    """summary[workload] = rows in order: {job, case, threads, size, metrics, failed}."""
+    """summary[workload] = rows in order: {job, case, threads, size, metrics, failed}.
+    A job's syscall-counting run adds its sys_* metrics to the rows; its failure
+    is listed with the others but does not mark the timed cells."""
     summary = {}
     for job in jobs:
         rows, order = {}, []
@@ -172,6 +228,7 @@ def summarize(jobs, allocs, runs):
                     if v is None:  # the program could not compute it
                         continue
                     row["values"].setdefault(m, {}).setdefault(r["alloc"], []).append(v)
+        job_runs = [r for r in job_runs if r.get("kind") != "syscalls"]
         failed = {}
         for r in job_runs:
             if r["status"] != "ok":
@@ -258,6 +315,8 @@ def report(meta, allocs, jobs, summary, runs, plots):
         "%s (%s)" % (a["name"], a["version"]) for a in allocs))
     for name, why in meta["skipped"].items():
         out.append("- **Skipped:** %s: %s" % (name, why))
+    for note in meta.get("notes", []):
+        out.append("- **Note:** %s" % note)
     nfail = sum(r["status"] != "ok" for r in runs)
     out.append("- **Runs:** %d (%d repetition%s of every job, allocators in rotating order), "
                "%d failed%s" % (len(runs), meta["reps"], "s" * (meta["reps"] > 1), nfail,
@@ -273,8 +332,7 @@ def report(meta, allocs, jobs, summary, runs, plots):
         if not rows:
             continue
         out += ["", "## " + title, "", what, "", "Run as: " + "; ".join(
-            "`%s`" % " ".join([j["prog"]] + ["%s=%s" % kv for kv in j["args"].items()])
-            for j in jobs if j["workload"] == wid) + "."]
+            job_command(j) for j in jobs if j["workload"] == wid) + "."]
         for ttitle, metrics, better in tables:
             lines = []
             for row in rows:
@@ -299,10 +357,28 @@ def report(meta, allocs, jobs, summary, runs, plots):
     if failures:
         out += ["", "## Failures", "", "| job | allocator | status | detail |", "|---|---|---|---|"]
         for r in failures:
-            out.append("| %s | %s | %s | %s |" % (job_label(jobs[r["job"]]), r["alloc"],
+            out.append("| %s%s | %s | %s | %s |" % (job_label(jobs[r["job"]]),
+                                                   " (strace)" if r.get("kind") == "syscalls" else "",
+                                                   r["alloc"],
                                                  r["status"].upper(),
                                                  r["detail"].replace("|", "\\|")))
     return "\n".join(out) + "\n"
+
+
+def job_command(job):
+    """How the report shows a job's command line."""
+    args = ["%s=%s" % kv for kv in job["args"].items()]
+    if job.get("tool") == "callgrind":
+        return "`valgrind --tool=callgrind %s %s iters=%s`, less the same with `alloc=none`" % (
+            job["prog"], " ".join(args), "|".join(str(n) for n in job["iters"]))
+    prog = "%s %s" % (os.path.basename(PYTHON or "python3"), job["prog"]) \
+        if job["prog"].endswith(".py") else job["prog"]
+    text = "`%s`" % " ".join([prog] + args)
+    if job["prog"].endswith(".py"):
+        text = "`PYTHONMALLOC=malloc %s`" % text.strip("`")
+    if job.get("syscalls"):
+        text += " (and once under `strace -f -c -e trace=memory`)"
+    return text
 
 
 # ---- facts about the machine -------------------------------------------------------
@@ -352,6 +428,48 @@ def lib_version(name, path):
 
 # ---- main ---------------------------------------------------------------------------
 
+def usable(jobs):
+    """The jobs whose programs and tools are here, and notes on what is not."""
+    notes, keep = [], []
+    for job in jobs:
+        prog = job["prog"]
+        if prog.endswith(".py"):
+            if not PYTHON:
+                notes.append("no Python interpreter: %s left out" % job["workload"])
+                continue
+        elif not os.access(os.path.join(BIN, prog), os.X_OK):
+            sys.exit("bench: program %s not built; run make -C bench" % prog)
+        if job.get("tool") == "callgrind" and not probes.have("valgrind"):
+            notes.append("valgrind not found: no instruction counts (callgrind)")
+            continue
+        if job.get("syscalls") and not probes.have("strace"):
+            notes.append("strace not found: no syscall counts")
+            job["syscalls"] = False
+        keep.append(job)
+    return keep, sorted(set(notes))
+
+
+def tasks(jobs, allocs, reps):
+    """(rep, job, allocator, estimated seconds, kind) in the order they run:
+    every repetition runs each job under every allocator, in an order rotated
+    by one from job to job and from repetition to repetition; callgrind jobs
+    run in the first repetition only (their counts do not vary); last, one
+    strace run per allocator of each job that counts syscalls."""
+    todo = []
+    for rep in range(reps):
+        for job in jobs:
+            if job.get("tool") == "callgrind" and rep > 0:
+                continue
+            mine = job_allocs(job, allocs)
+            k = (rep + job["id"]) % len(mine)
+            kind = job.get("tool") or "timed"
+            todo += [(rep, job, a, job["est"], kind) for a in mine[k:] + mine[:k]]
+    for job in jobs:
+        if job.get("syscalls"):
+            todo += [("syscalls", job, a, 1.5 * job["est"], "syscalls") for a in job_allocs(job, allocs)]
+    return todo
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mode", choices=MODES, default="quick")
@@ -384,17 +502,13 @@ def main():
         allocs = [{"name": "glibc", "path": ""}]
     for a in allocs:
         a["version"] = lib_version(a["name"], a["path"])
-    missing_bins = [w for w, *_ in WORKLOADS if not os.access(os.path.join(BIN, w), os.X_OK)]
-    if missing_bins:
-        sys.exit("bench: programs not built (%s); run make -C bench" % ", ".join(missing_bins))
-
     mode = MODES[args.mode]
     reps = args.reps or mode["reps"]
     only = set(filter(None, args.only.split(",")))
     unknown = only - {w for w, *_ in WORKLOADS}
     if unknown:
         sys.exit("bench: no workload named %s" % ", ".join(sorted(unknown)))
-    jobs = plan(args.mode, os.cpu_count() or 1, only)
+    jobs, notes = usable(plan(args.mode, os.cpu_count() or 1, only))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = args.out or os.path.join(
         HERE, "results", "smoke" if args.mode == "smoke" else "%s-%s" % (stamp, args.mode))
@@ -404,28 +518,31 @@ def main():
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "commit": command_out(["git", "rev-parse", "--short", "HEAD"]) or "an uncommitted tree",
             "machine": machine(), "load_before": load(), "skipped": skipped,
-            "params": {k: v for k, v in mode.items()}}
+            "notes": notes, "params": {k: v for k, v in mode.items()}}
 
     runs = []
     jobs = [j for j in jobs if job_allocs(j, allocs)]
     for i, job in enumerate(jobs):
         job["id"] = i
-    progress = Progress(reps * sum(len(job_allocs(j, allocs)) * j["est"] for j in jobs),
-                        reps * sum(len(job_allocs(j, allocs)) for j in jobs))
-    for rep in range(reps):
-        for job in jobs:
-            mine = job_allocs(job, allocs)
-            k = (rep + job["id"]) % len(mine)
-            for alloc in mine[k:] + mine[:k]:
-                progress.show("rep %d/%d %s %s" % (rep + 1, reps, job_label(job), alloc["name"]))
-                run = run_one(job, alloc, mode["timeout"])
-                run["rep"] = rep
-                runs.append(run)
-                progress.step(job["est"], run["status"] == "ok")
-                if run["status"] != "ok":
-                    print("%sbench: %s under %s: %s (%s)" % ("\n" if progress.tty else "",job_label(job), alloc["name"],
-                                                           run["status"].upper(), run["detail"]),
-                          file=sys.stderr)
+    todo = tasks(jobs, allocs, reps)
+    progress = Progress(sum(t[3] for t in todo), len(todo))
+    for rep, job, alloc, est, kind in todo:
+        progress.show("%s %s %s" % ("rep %d/%d" % (rep + 1, reps) if kind == "timed" else kind,
+                                    job_label(job), alloc["name"]))
+        if kind == "syscalls":
+            run = run_syscalls(job, alloc, mode["timeout"])
+        elif kind == "callgrind":
+            run = run_callgrind(job, alloc, mode["timeout"])
+        else:
+            run = run_one(job, alloc, mode["timeout"])
+        run["rep"] = rep
+        runs.append(run)
+        progress.step(est, run["status"] == "ok")
+        if run["status"] != "ok":
+            print("%sbench: %s under %s%s: %s (%s)" % (
+                "\n" if progress.tty else "", job_label(job), alloc["name"],
+                " (%s)" % kind if kind != "timed" else "", run["status"].upper(), run["detail"]),
+                file=sys.stderr)
     progress.end()
     meta["load_after"] = load()
 

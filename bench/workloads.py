@@ -17,6 +17,7 @@ MODES = {
         "large": {"count": 2, "min": "1M", "max": "4M", "ms": 20, "settle_ms": 0},
         "churn": {"ms": 30, "blocks": 100},
         "fixed": {"count": 1000, "ms": 5},
+        "bursty": {"threads": 4, "rounds": 20, "burst": 50, "generations": [1, 10]},
     },
     "quick": {
         "reps": 3,
@@ -28,6 +29,7 @@ MODES = {
         "large": {"count": 8, "ms": 300, "settle_ms": 1000},
         "churn": {"ms": 300, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 50},
+        "bursty": {"threads": 8, "rounds": 1000, "burst": 200, "generations": [1, 200]},
     },
     "full": {
         "reps": 5,
@@ -39,6 +41,7 @@ MODES = {
         "large": {"count": 16, "ms": 1000, "settle_ms": 1500},
         "churn": {"ms": 1000, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 200},
+        "bursty": {"threads": 8, "rounds": 4000, "burst": 200, "generations": [1, 200]},
     },
 }
 
@@ -88,6 +91,15 @@ WORKLOADS = [
      "`malloc`, and with brisk's pool API (`brisk_pool`, brisk only, compared with the "
      "peers' best `malloc`).",
      [("M objects/s (alloc + free)", ["mops"], +1)]),
+    ("bursty", "8. Bursty cross-thread transfer",
+     "8 thread slots, each round: free what others handed over, allocate a burst of "
+     "mixed sizes (70% 16-256 B, 25% to 8 KiB, 5% to 64 KiB), keep a quarter a few "
+     "rounds, hand half to another slot (a lock-free inbox), free the rest. A fixed "
+     "amount of work; with G generations each slot's rounds are split among G "
+     "threads that exit in turn. The program's own live bytes peak near 20 MiB "
+     "(`live_peak_mb` in results.json).",
+     [("seconds for the whole run", ["secs"], -1),
+      ("RSS, MiB", ["peak_rss_mb", "rss_end_mb"], -1)]),
 ]
 
 METRIC_LABELS = {
@@ -104,11 +116,14 @@ def plan(mode, ncpu, only):
     p = MODES[mode]
     jobs = []
 
-    def add(workload, est, only_alloc=None, **args):
+    def add(workload, est, only_alloc=None, job=None, **args):
+        """job: more of the job's fields: prog (when not the workload's name),
+        syscalls=True (one more run under strace per allocator), tool="callgrind"
+        with iters=[n1, n2] (run once, under valgrind; see bench/probes.py)."""
         if only and workload not in only:
             return
-        jobs.append({"id": len(jobs), "workload": workload, "prog": workload,
-                     "args": args, "est": est + 0.05, "only_alloc": only_alloc})
+        jobs.append(dict({"id": len(jobs), "workload": workload, "prog": workload,
+                          "args": args, "est": est + 0.05, "only_alloc": only_alloc}, **(job or {})))
 
     both = sorted({1, ncpu})
     s = p["sweep"]
@@ -135,4 +150,7 @@ def plan(mode, ncpu, only):
     # brisk's pool API, under brisk only; its rows are compared with the
     # peers' malloc rows of the same size.
     add("fixed", 4 * p["fixed"]["ms"] / 1000, only_alloc="brisk", backend="brisk_pool", **p["fixed"])
+    b = dict(p["bursty"])
+    for g in b.pop("generations"):  # the same work, split among g threads per slot
+        add("bursty", b["threads"] * b["rounds"] * b["burst"] / 3e6, generations=g, **b)
     return jobs
