@@ -18,6 +18,7 @@ MODES = {
         "churn": {"ms": 30, "blocks": 100},
         "fixed": {"count": 1000, "ms": 5},
         "bursty": {"threads": 4, "rounds": 20, "burst": 50, "generations": [1, 10]},
+        "wide": {"window": 16, "ms": 20},
     },
     "quick": {
         "reps": 3,
@@ -30,6 +31,7 @@ MODES = {
         "churn": {"ms": 300, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 50},
         "bursty": {"threads": 8, "rounds": 1000, "burst": 200, "generations": [1, 200]},
+        "wide": {"window": 256, "ms": 300},
     },
     "full": {
         "reps": 5,
@@ -42,8 +44,12 @@ MODES = {
         "churn": {"ms": 1000, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 200},
         "bursty": {"threads": 8, "rounds": 4000, "burst": 200, "generations": [1, 200]},
+        "wide": {"window": 256, "ms": 2000},
     },
 }
+
+# The syscall counts of bench/probes.py, as metrics.
+SYSCALL_METRICS = ["sys_mmap", "sys_munmap", "sys_madvise", "sys_mremap", "sys_brk", "sys_all"]
 
 SWEEP_SIZES = 13  # the sweep program's default list
 SIZE_RANGES = 4   # sizecat's categories
@@ -100,12 +106,22 @@ WORKLOADS = [
      "(`live_peak_mb` in results.json).",
      [("seconds for the whole run", ["secs"], -1),
       ("RSS, MiB", ["peak_rss_mb", "rss_end_mb"], -1)]),
+    ("wide", "9. Wide random sizes",
+     "2 threads, a window of live blocks each, random replacements; sizes 16 B-4 MiB, "
+     "log-uniform (each power of two as likely, so a third are 64 KiB or more). "
+     "`touch ends`: the first and last 8 bytes written; `touch pages`: a word on "
+     "every 4 KiB page too. Syscalls: one more run per allocator under strace.",
+     [("k ops/s (one op = free + malloc + touch)", ["kops"], +1),
+      ("Peak RSS, MiB", ["peak_rss_mb"], -1),
+      ("memory syscalls per 1000 mallocs (strace -c)", SYSCALL_METRICS, -1)]),
 ]
 
 METRIC_LABELS = {
     "malloc_p50": "P50", "malloc_p99": "P99", "malloc_p999": "P99.9", "malloc_max": "max",
     "free_p50": "P50", "free_p99": "P99", "free_p999": "P99.9", "free_max": "max",
     "malloc_mean": "mean", "free_mean": "mean",
+    "sys_mmap": "mmap", "sys_munmap": "munmap", "sys_madvise": "madvise",
+    "sys_mremap": "mremap", "sys_brk": "brk", "sys_all": "all memory syscalls",
     "rss_after_mb": "at once", "rss_settled_mb": "after settling",
     "rss_early_mb": "after 1/4 of the run", "rss_end_mb": "at the end", "peak_rss_mb": "peak",
 }
@@ -153,4 +169,8 @@ def plan(mode, ncpu, only):
     b = dict(p["bursty"])
     for g in b.pop("generations"):  # the same work, split among g threads per slot
         add("bursty", b["threads"] * b["rounds"] * b["burst"] / 3e6, generations=g, **b)
+    w = p["wide"]
+    for touch in ("ends", "pages"):
+        add("wide", w["ms"] / 1000 + w["window"] * 1e-3, job={"syscalls": True},
+            threads=2, touch=touch, **w)
     return jobs
