@@ -14,6 +14,7 @@ MODES = {
         "ring": {"threads": [1, 2], "slots": 1000, "ms": 20, "slots_small": 200},
         "xthread": {"ms": 20, "rounds": 500, "slots": 1000},
         "sizecat": {"ms": 5},
+        "sizecat_bulk": {"live": [100, 50, 8, 2], "fill": [0], "ms": 5},
         "large": {"count": 2, "min": "1M", "max": "4M", "ms": 20, "settle_ms": 0},
         "churn": {"ms": 30, "blocks": 100},
         "fixed": {"count": 1000, "ms": 5},
@@ -27,6 +28,7 @@ MODES = {
         "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 150, "slots_small": 4000},
         "xthread": {"ms": 200, "rounds": 10000, "slots": 10000},
         "sizecat": {"ms": 30},
+        "sizecat_bulk": {"live": [10000, 2000, 256, 32], "fill": [0], "ms": 100},
         "large": {"count": 8, "ms": 300, "settle_ms": 1000},
         "churn": {"ms": 300, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 50},
@@ -40,6 +42,7 @@ MODES = {
         "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 1000, "slots_small": 4000},
         "xthread": {"ms": 1000, "rounds": 20000, "slots": 10000},
         "sizecat": {"ms": 200},
+        "sizecat_bulk": {"live": [10000, 2000, 256, 32], "fill": [0, 1], "ms": 1000},
         "large": {"count": 16, "ms": 1000, "settle_ms": 1500},
         "churn": {"ms": 1000, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 200},
@@ -79,8 +82,12 @@ WORKLOADS = [
       ("larson: worker threads replaced per second", ["threads_per_s"], +1)]),
     ("sizecat", "4. Size categories",
      "Random sizes within a category, window of 8 live blocks per thread; "
-     "`free` = malloc + free only, `fill` = every byte written and checked.",
-     [("k ops/s (one op = malloc + free, + fill + check)", ["kops"], +1)]),
+     "`free` = malloc + free only, `fill` = every byte written and checked. "
+     "`N live`: many blocks live, one thread: N allocated, then all freed (in "
+     "allocation order, in reverse, in random order, by turns), over and over; "
+     "syscalls from one more run per allocator under strace.",
+     [("k ops/s (one op = malloc + free, + fill + check)", ["kops"], +1),
+      ("memory syscalls per 1000 mallocs, many live (strace -c)", SYSCALL_METRICS, -1)]),
     ("large", "5. Large buffers",
      "1-32 MiB buffers written in full. First touch: all live at once, every "
      "page new. Recycled: one at a time, malloc/write/free.",
@@ -159,6 +166,13 @@ def plan(mode, ncpu, only):
     add("xthread", x["ms"] / 1000, mode="larson", threads=xt, **x)
     for t in both:
         add("sizecat", 2 * SIZE_RANGES * p["sizecat"]["ms"] / 1000, threads=t, **p["sizecat"])
+    # many blocks live, one thread, one process per range (syscalls per range)
+    sb = p["sizecat_bulk"]
+    for fill in sb["fill"]:
+        for rng, live in enumerate(sb["live"]):
+            add("sizecat", sb["ms"] / 1000 + fill * live * 2**rng * 3e-4,
+                job={"syscalls": not fill}, mode="bulk", ranges=rng, live=live, fill=fill,
+                threads=1, ms=sb["ms"])
     g = p["large"]
     add("large", g["count"] * 0.02 + (g["ms"] + g["settle_ms"]) / 1000, **g)
     add("churn", p["churn"]["ms"] / 1000, **p["churn"])
