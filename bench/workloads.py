@@ -21,6 +21,7 @@ MODES = {
         "bursty": {"threads": 4, "rounds": 20, "burst": 50, "generations": [1, 10]},
         "wide": {"window": 16, "ms": 20},
         "server": {"ms": 20},
+        "falseshare": {"ms": 10},
     },
     "quick": {
         "reps": 3,
@@ -36,6 +37,7 @@ MODES = {
         "bursty": {"threads": 8, "rounds": 1000, "burst": 200, "generations": [1, 200]},
         "wide": {"window": 256, "ms": 300},
         "server": {"ms": 400},
+        "falseshare": {"ms": 150},
     },
     "full": {
         "reps": 5,
@@ -51,6 +53,7 @@ MODES = {
         "bursty": {"threads": 8, "rounds": 4000, "burst": 200, "generations": [1, 200]},
         "wide": {"window": 256, "ms": 2000},
         "server": {"ms": 2000},
+        "falseshare": {"ms": 1000},
     },
 }
 
@@ -132,6 +135,13 @@ WORKLOADS = [
      "another thread. 7 threads on 2 cores: expect a wide spread.",
      [("k requests/s", ["kreqs"], +1),
       ("Peak RSS, MiB", ["peak_rss_mb"], -1)]),
+    ("falseshare", "11. False sharing",
+     "After Hoard's cache-thrash (active) and cache-scratch (passive): each thread "
+     "allocates 4 objects of 8 B, increments each byte 100 times, checks and frees "
+     "them; passive: the objects are first allocated side by side by the main thread, "
+     "dealt out and freed by the workers. Objects of two threads on one cache line "
+     "slow the writes; with 1 thread there is nothing to share.",
+     [("M writes/s per thread", ["mwrites_per_thr"], +1)]),
 ]
 
 METRIC_LABELS = {
@@ -199,4 +209,6 @@ def plan(mode, ncpu, only):
         add("wide", w["ms"] / 1000 + w["window"] * 1e-3, job={"syscalls": True},
             threads=2, touch=touch, **w)
     add("server", p["server"]["ms"] / 1000, acceptors=2, workers=2 * max(2, ncpu), **p["server"])
+    for t in both:
+        add("falseshare", 2 * p["falseshare"]["ms"] / 1000, threads=t, **p["falseshare"])
     return jobs
