@@ -22,6 +22,7 @@ MODES = {
         "wide": {"window": 16, "ms": 20},
         "server": {"ms": 20},
         "falseshare": {"ms": 10},
+        "cpython": {"ms": 20, "entries": 200},
     },
     "quick": {
         "reps": 3,
@@ -38,6 +39,7 @@ MODES = {
         "wide": {"window": 256, "ms": 300},
         "server": {"ms": 400},
         "falseshare": {"ms": 150},
+        "cpython": {"ms": 600},
     },
     "full": {
         "reps": 5,
@@ -54,6 +56,7 @@ MODES = {
         "wide": {"window": 256, "ms": 2000},
         "server": {"ms": 2000},
         "falseshare": {"ms": 1000},
+        "cpython": {"ms": 3000},
     },
 }
 
@@ -142,6 +145,13 @@ WORKLOADS = [
      "dealt out and freed by the workers. Objects of two threads on one cache line "
      "slow the writes; with 1 thread there is nothing to share.",
      [("M writes/s per thread", ["mwrites_per_thr"], +1)]),
+    ("cpython", "12. CPython",
+     "python3 with PYTHONMALLOC=malloc (every object from the allocator tested) "
+     "building dicts of 2000 records (strings, ints, floats, lists, nested dicts), "
+     "json.dumps and json.loads, each round trip checked; the last 8 documents "
+     "stay alive.",
+     [("k records/s (built, dumped, loaded, compared)", ["krecords"], +1),
+      ("Peak RSS, MiB", ["peak_rss_mb"], -1)]),
 ]
 
 METRIC_LABELS = {
@@ -211,4 +221,5 @@ def plan(mode, ncpu, only):
     add("server", p["server"]["ms"] / 1000, acceptors=2, workers=2 * max(2, ncpu), **p["server"])
     for t in both:
         add("falseshare", 2 * p["falseshare"]["ms"] / 1000, threads=t, **p["falseshare"])
+    add("cpython", 0.2 + p["cpython"]["ms"] / 1000, job={"prog": "cpython.py"}, **p["cpython"])
     return jobs
