@@ -40,6 +40,7 @@ MODES = {
         "server": {"ms": 400},
         "falseshare": {"ms": 150},
         "cpython": {"ms": 600},
+        "callgrind": {"live": [0, 1000], "iters": [20000, 40000]},
     },
     "full": {
         "reps": 5,
@@ -57,6 +58,7 @@ MODES = {
         "server": {"ms": 2000},
         "falseshare": {"ms": 1000},
         "cpython": {"ms": 3000},
+        "callgrind": {"live": [0, 1000], "iters": [20000, 40000]},
     },
 }
 
@@ -152,6 +154,12 @@ WORKLOADS = [
      "stay alive.",
      [("k records/s (built, dumped, loaded, compared)", ["krecords"], +1),
       ("Peak RSS, MiB", ["peak_rss_mb"], -1)]),
+    ("callgrind", "13. Instructions per malloc + free",
+     "`p = malloc(32); p[0] = x; free(p)` in a loop, with no other block live and with "
+     "1000 live, counted by valgrind's callgrind: the difference between runs of 40000 "
+     "and 20000 iterations (start-up and exit excluded), less the same loop calling "
+     "empty stand-ins (the loop excluded). Counted once; instructions, not time.",
+     [("instructions per 32 B malloc + free pair (callgrind)", ["instr_per_pair"], -1)]),
 ]
 
 METRIC_LABELS = {
@@ -222,4 +230,9 @@ def plan(mode, ncpu, only):
     for t in both:
         add("falseshare", 2 * p["falseshare"]["ms"] / 1000, threads=t, **p["falseshare"])
     add("cpython", 0.2 + p["cpython"]["ms"] / 1000, job={"prog": "cpython.py"}, **p["cpython"])
+    if "callgrind" in p:  # not in smoke mode: valgrind takes seconds
+        cg = p["callgrind"]
+        for live in cg["live"]:
+            add("callgrind", 1.5, job={"prog": "pairs", "tool": "callgrind", "iters": cg["iters"]},
+                size=32, live=live)
     return jobs
