@@ -70,6 +70,15 @@ class Plotter:
         ax.set_xticks(range(len(metrics)))
         ax.set_xticklabels(labels)
 
+    @staticmethod
+    def merged(pairs):
+        """One row for bars() out of (row, metric) pairs: metric i is "i"."""
+        return {"metrics": {str(i): row["metrics"].get(m, {}) for i, (row, m) in enumerate(pairs)}}
+
+    def bars_of(self, ax, pairs, labels):
+        """Grouped bars, one group per (row, metric) pair."""
+        self.bars(ax, self.merged(pairs), [str(i) for i in range(len(pairs))], labels)
+
     def args(self, row):
         """The arguments of the job that made the row."""
         return self.res["jobs"][row["job"]]["args"]
@@ -168,8 +177,10 @@ class Plotter:
                 ax.set_xlabel("threads")
                 ax.set_title("mixed ring: peak RSS")
             elif panel == "large":
-                self.bars(ax, large[0], ["rss_after_mb", "rss_settled_mb"],
-                          ["at once", "after settling"])
+                pairs = [(r, m) for r in large for m in ("rss_after_mb", "rss_settled_mb")]
+                self.bars_of(ax, pairs, ["%s\n%s" % (r["case"].split(", ", 1)[-1],
+                                                      "at once" if m == "rss_after_mb" else "settled")
+                                         for r, m in pairs])
                 ax.set_title("large buffers: RSS once all are freed")
             else:
                 self.bars(ax, churn[0], ["rss_early_mb", "rss_end_mb", "peak_rss_mb"],
@@ -181,11 +192,49 @@ class Plotter:
         self.save(fig, "rss.png", "large" if "large" in panels else panels[0])
 
 
+    def bursty(self):
+        rows = [r for r in self.summary.get("bursty", []) if r["metrics"].get("secs")]
+        if not rows:
+            return
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        self.bars_of(axes[0], [(r, "secs") for r in rows], [r["case"] for r in rows])
+        axes[0].set_ylabel("seconds")
+        axes[0].set_title("bursty cross-thread: time for the same work")
+        pairs = [(r, m) for r in rows for m in ("peak_rss_mb", "rss_end_mb")]
+        self.bars_of(axes[1], pairs, ["%s\n%s" % (r["case"].split(", ")[-1],
+                                                   "peak" if m == "peak_rss_mb" else "at the end")
+                                      for r, m in pairs])
+        axes[1].set_ylabel("MiB")
+        axes[1].set_title("bursty cross-thread: RSS")
+        for ax in axes:
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=8)
+        self.save(fig, "bursty.png", "bursty")
+
+    def syscalls(self):
+        rows = [(w, r) for w in ("wide", "sizecat") for r in self.summary.get(w, [])
+                if r["metrics"].get("sys_all")]
+        if not rows:
+            return
+        fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(rows)), 4.5))
+        self.bars_of(ax, [(r, "sys_all") for _, r in rows],
+                     ["%s\n%s" % (w, r["case"].replace(", 1 thr", "").replace(", 2 thr", ""))
+                      for w, r in rows])
+        ax.set_yscale("log")
+        ax.set_ylabel("per 1000 mallocs (log)")
+        ax.set_title("memory syscalls (strace -c: mmap, munmap, madvise, mremap, brk, ...)")
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+        self.save(fig, "syscalls.png", "wide")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: plot.py RESULTS_DIR")
     p = Plotter(sys.argv[1])
-    for draw in (p.throughput_vs_size, p.throughput_vs_threads, p.latency, p.rss):
+    for draw in (p.throughput_vs_size, p.throughput_vs_threads, p.latency, p.rss, p.bursty,
+                 p.syscalls):
         draw()
     for name, workload in p.made:
         print(name, workload)

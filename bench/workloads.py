@@ -16,6 +16,7 @@ MODES = {
         "sizecat": {"ms": 5},
         "sizecat_bulk": {"live": [100, 50, 8, 2], "fill": [0], "ms": 5},
         "large": {"count": 2, "min": "1M", "max": "4M", "ms": 20, "settle_ms": 0},
+        "large_loop": {"count": 1, "ms": 20, "settle_ms": 0},
         "churn": {"ms": 30, "blocks": 100},
         "fixed": {"count": 1000, "ms": 5},
         "bursty": {"threads": 4, "rounds": 20, "burst": 50, "generations": [1, 10]},
@@ -33,6 +34,7 @@ MODES = {
         "sizecat": {"ms": 30},
         "sizecat_bulk": {"live": [10000, 2000, 256, 32], "fill": [0], "ms": 100},
         "large": {"count": 8, "ms": 300, "settle_ms": 1000},
+        "large_loop": {"count": 12, "ms": 300, "settle_ms": 1000},
         "churn": {"ms": 300, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 50},
         "bursty": {"threads": 8, "rounds": 1000, "burst": 200, "generations": [1, 200]},
@@ -51,6 +53,7 @@ MODES = {
         "sizecat": {"ms": 200},
         "sizecat_bulk": {"live": [10000, 2000, 256, 32], "fill": [0, 1], "ms": 1000},
         "large": {"count": 16, "ms": 1000, "settle_ms": 1500},
+        "large_loop": {"count": 12, "ms": 1000, "settle_ms": 1000},
         "churn": {"ms": 1000, "blocks": 1000},
         "fixed": {"count": 100000, "ms": 200},
         "bursty": {"threads": 8, "rounds": 4000, "burst": 200, "generations": [1, 200]},
@@ -100,8 +103,9 @@ WORKLOADS = [
      [("k ops/s (one op = malloc + free, + fill + check)", ["kops"], +1),
       ("memory syscalls per 1000 mallocs, many live (strace -c)", SYSCALL_METRICS, -1)]),
     ("large", "5. Large buffers",
-     "1-32 MiB buffers written in full. First touch: all live at once, every "
-     "page new. Recycled: one at a time, malloc/write/free.",
+     "Buffers of 1-32 MiB, and of 5-25 MiB (the loop of the issue), written in full. "
+     "First touch: all live at once, every page new. Recycled: one at a time, "
+     "malloc/write/free. RSS once all are freed: at once, and after settling (1 s).",
      [("GB/s written", ["gbps"], +1),
       ("minor page faults per MiB", ["faults_per_mib"], -1),
       ("RSS after the phase, MiB", ["rss_after_mb", "rss_settled_mb"], -1)]),
@@ -214,6 +218,9 @@ def plan(mode, ncpu, only):
                 threads=1, ms=sb["ms"])
     g = p["large"]
     add("large", g["count"] * 0.02 + (g["ms"] + g["settle_ms"]) / 1000, **g)
+    # the issue's loop of 5-25 MiB buffers, each touched and freed; RSS 1 s later
+    g = p["large_loop"]
+    add("large", g["count"] * 0.02 + (g["ms"] + g["settle_ms"]) / 1000, min="5M", max="25M", **g)
     add("churn", p["churn"]["ms"] / 1000, **p["churn"])
     add("fixed", 4 * p["fixed"]["ms"] / 1000, **p["fixed"])
     # brisk's pool API, under brisk only; its rows are compared with the
