@@ -4,8 +4,8 @@ repetition (plan()). bench/run.py runs them; see bench/README.md.
 """
 # ---- what runs in each mode --------------------------------------------------
 
-# Per workload: the program's key=value arguments. Lists under "each" make one
-# job per value (a separate process, so peak RSS is per job).
+# Per workload: the key=value arguments of its jobs, or the values plan() makes
+# them from (a list there gives one job, so one process, per value).
 MODES = {
     "smoke": {
         "reps": 1,
