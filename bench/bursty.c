@@ -23,14 +23,8 @@
  *   bursty threads=8 rounds=1000 burst=200 keep=25 give=50 generations=200 */
 #include "common.h"
 
-typedef struct batch {
-  struct batch *next;
-  size_t n;
-  void *p[];
-} batch_t;
-
 typedef struct {
-  _Alignas(64) _Atomic(batch_t *) inbox; /* pushed by others, taken whole */
+  _Alignas(64) _Atomic(handoff_t *) inbox; /* pushed by others, taken whole */
   atomic_long pending;                   /* batches in the inbox, about */
   _Alignas(64) int id;
   long rounds_left, per_gen;
@@ -71,14 +65,9 @@ static void free_checked(slot_t *s, void *p, check_t *c) {
 
 /* Check and free all of s's inbox, as slot `by` (its thread does it). */
 static void drain(slot_t *s, slot_t *by) {
-  batch_t *b = atomic_exchange_explicit(&s->inbox, NULL, memory_order_acquire);
-  long n = 0;
-  for (; b; n++) {
-    batch_t *next = b->next;
-    for (size_t i = 0; i < b->n; i++) free_checked(by, b->p[i], &by->c);
-    free(b);
-    b = next;
-  }
+  long n;
+  handoff_t *b = atomic_exchange_explicit(&s->inbox, NULL, memory_order_acquire);
+  count_bytes(by, -(int64_t)handoff_free(b, &by->c, &n));
   atomic_fetch_sub_explicit(&s->pending, n, memory_order_relaxed);
 }
 
@@ -86,9 +75,9 @@ static void drain(slot_t *s, slot_t *by) {
  * must not pile up memory without bound: past INBOX_MAX batches the sender
  * empties the inbox itself (still a thread that did not allocate them). */
 #define INBOX_MAX 8
-static void push(slot_t *to, batch_t *b, slot_t *by) {
+static void push(slot_t *to, handoff_t *b, slot_t *by) {
   if (atomic_fetch_add_explicit(&to->pending, 1, memory_order_relaxed) >= INBOX_MAX) drain(to, by);
-  batch_t *head = atomic_load_explicit(&to->inbox, memory_order_relaxed);
+  handoff_t *head = atomic_load_explicit(&to->inbox, memory_order_relaxed);
   do
     b->next = head;
   while (!atomic_compare_exchange_weak_explicit(&to->inbox, &head, b, memory_order_release,
@@ -112,8 +101,7 @@ static void round_once(slot_t *s, void **burst) {
     s->kept[k] = burst[i];
   }
   if (g_give) {
-    batch_t *b = xmalloc(sizeof *b + g_give * sizeof(void *));
-    b->n = g_give;
+    handoff_t *b = handoff_new(g_give);
     memcpy(b->p, burst + i, g_give * sizeof(void *));
     i += g_give;
     int to = g_threads > 1 ? (int)((s->id + 1 + rng_next(&s->r) % (uint64_t)(g_threads - 1)) %

@@ -9,6 +9,8 @@
  *   checking    stamp()/stamp_ok() tag a block's first and last bytes,
  *               fill()/fill_ok() write and verify every byte; check_t keeps
  *               the checksum of what was written against what was read back
+ *   blocks      slots_t: the blocks a thread holds; handoff_t: blocks handed
+ *               to another thread in batches
  *   threads     run_timed(): start workers together, stop them after N ms
  *   output      json_*(): one JSON line on stdout, printed by bench_finish()
  *
@@ -323,6 +325,73 @@ bad:
   bench_error("block %p of %zu bytes: byte %zu overwritten", p, n, i);
   c->read -= tag;
   return 0;
+}
+
+/* ---- blocks a thread holds -------------------------------------------------- */
+
+/* Slot i holds blk[i], len[i] bytes, tagged tag[i] (NULL: empty). */
+typedef struct {
+  void **blk;
+  size_t *len;
+  uint64_t *tag;
+  size_t n;
+} slots_t;
+
+typedef int (*block_ok_fn)(const void *p, size_t n, uint64_t tag, check_t *c);
+
+static void slots_init(slots_t *s, size_t n) {
+  s->n = n;
+  s->blk = calloc(n ? n : 1, sizeof *s->blk);
+  s->len = calloc(n ? n : 1, sizeof *s->len);
+  s->tag = calloc(n ? n : 1, sizeof *s->tag);
+  if (!s->blk || !s->len || !s->tag) die("calloc");
+}
+
+/* Check (with ok) and free every block still held, then the slots. */
+static void slots_done(slots_t *s, block_ok_fn ok, check_t *c) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->blk[i]) {
+      ok(s->blk[i], s->len[i], s->tag[i], c);
+      free(s->blk[i]);
+    }
+  free(s->blk);
+  free(s->len);
+  free(s->tag);
+}
+
+/* Blocks handed to another thread in one go, a list of them; the blocks
+ * carry sized tags, so the receiver can check them. */
+typedef struct handoff {
+  struct handoff *next;
+  size_t n;
+  void *p[];
+} handoff_t;
+
+static handoff_t *handoff_new(size_t n) {
+  handoff_t *b = xmalloc(sizeof *b + n * sizeof(void *));
+  b->next = NULL;
+  b->n = n;
+  return b;
+}
+
+/* Check and free a list of handoffs and their blocks; returns the bytes of
+ * the blocks, *batches (if not NULL) gets how many handoffs there were. */
+static size_t handoff_free(handoff_t *b, check_t *c, long *batches) {
+  size_t bytes = 0;
+  long n = 0;
+  for (; b; n++) {
+    handoff_t *next = b->next;
+    for (size_t i = 0; i < b->n; i++) {
+      uint64_t head;
+      memcpy(&head, b->p[i], 8);
+      if (sized_ok(b->p[i], c)) bytes += (uint32_t)head;
+      free(b->p[i]);
+    }
+    free(b);
+    b = next;
+  }
+  if (batches) *batches = n;
+  return bytes;
 }
 
 /* ---- threads ------------------------------------------------------------ */

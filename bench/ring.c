@@ -26,14 +26,16 @@ static void *worker(void *v) {
   arg_t *a = v;
   rng_t r = {(uint64_t)a->id * 7919 + 1};
   size_t slots = a->slots;
-  void **blk = xmalloc(slots * sizeof *blk);
-  uint32_t *len = xmalloc(slots * sizeof *len);
-  uint64_t *tag = xmalloc(slots * sizeof *tag);
+  slots_t s;
+  slots_init(&s, slots);
+  void **blk = s.blk;
+  size_t *len = s.len;
+  uint64_t *tag = s.tag;
   uint64_t seq = (uint64_t)a->id << 40, ops = 0;
   size_t live = 0;
 
   for (size_t i = 0; i < slots; i++) {
-    len[i] = (uint32_t)mixed_size(&r);
+    len[i] = mixed_size(&r);
     tag[i] = make_tag(++seq);
     blk[i] = xmalloc(len[i]);
     fill(blk[i], len[i], tag[i], &a->c);
@@ -58,7 +60,7 @@ static void *worker(void *v) {
       }
       if (!blk[i]) die("malloc returned NULL");
       live += n - len[i];
-      len[i] = (uint32_t)n;
+      len[i] = n;
       tag[i] = make_tag(++seq);
       fill(blk[i], n, tag[i], &a->c);
     }
@@ -68,13 +70,7 @@ static void *worker(void *v) {
   a->st.t_end = now_ns();
   a->live = live;
 
-  for (size_t i = 0; i < slots; i++) {
-    stamp_ok(blk[i], len[i], tag[i], &a->c);
-    free(blk[i]);
-  }
-  free(blk);
-  free(len);
-  free(tag);
+  slots_done(&s, stamp_ok, &a->c);
   return NULL;
 }
 

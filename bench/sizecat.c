@@ -36,17 +36,10 @@ typedef struct {
   check_t c;
 } arg_t;
 
-/* The blocks a thread holds: slot i has blk[i] of len[i] bytes, tagged tag[i]. */
-typedef struct {
-  void **blk;
-  size_t *len;
-  uint64_t *tag, seq;
-} set_t;
-
-static void put(arg_t *a, set_t *s, size_t i, rng_t *r) {
+static void put(arg_t *a, slots_t *s, size_t i, rng_t *r, uint64_t *seq) {
   size_t n = rng_range(r, a->lo, a->hi);
   s->len[i] = n;
-  s->tag[i] = make_tag(++s->seq);
+  s->tag[i] = make_tag(++*seq);
   s->blk[i] = malloc(n);
   if (!s->blk[i]) {
     if (n) die("malloc returned NULL");
@@ -58,7 +51,7 @@ static void put(arg_t *a, set_t *s, size_t i, rng_t *r) {
     stamp(s->blk[i], n, s->tag[i], &a->c);
 }
 
-static void drop(arg_t *a, set_t *s, size_t i) {
+static void drop(arg_t *a, slots_t *s, size_t i) {
   if (s->blk[i]) {
     if (a->filled)
       fill_ok(s->blk[i], s->len[i], s->tag[i], &a->c);
@@ -73,16 +66,16 @@ static void *worker(void *v) {
   arg_t *a = v;
   rng_t r = {(uint64_t)a->id * 1009 + 3};
   size_t live = a->live;
-  set_t s = {calloc(live, sizeof(void *)), calloc(live, sizeof(size_t)),
-             calloc(live, sizeof(uint64_t)), (uint64_t)a->id << 40};
+  slots_t s;
+  slots_init(&s, live);
   size_t *order = calloc(live, sizeof(size_t));
-  if (!s.blk || !s.len || !s.tag || !order) die("calloc");
-  uint64_t ops = 0;
+  if (!order) die("calloc");
+  uint64_t ops = 0, seq = (uint64_t)a->id << 40;
 
   gate();
   if (a->bulk)
     for (unsigned round = 0; !stopped(); round++) {
-      for (size_t i = 0; i < live; i++) put(a, &s, i, &r);
+      for (size_t i = 0; i < live; i++) put(a, &s, i, &r, &seq);
       for (size_t i = 0; i < live; i++) order[i] = round % 3 == 1 ? live - 1 - i : i;
       if (round % 3 == 2)
         for (size_t i = live; i > 1; i--) { /* shuffle */
@@ -98,16 +91,13 @@ static void *worker(void *v) {
       for (int k = 0; k < 8; k++) {
         size_t i = rng_next(&r) % live;
         drop(a, &s, i);
-        put(a, &s, i, &r);
+        put(a, &s, i, &r, &seq);
       }
       ops += 8;
     }
   a->st.ops = ops;
   a->st.t_end = now_ns();
-  for (size_t i = 0; i < live; i++) drop(a, &s, i);
-  free(s.blk);
-  free(s.len);
-  free(s.tag);
+  slots_done(&s, a->filled ? fill_ok : stamp_ok, &a->c);
   free(order);
   return NULL;
 }

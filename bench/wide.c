@@ -42,26 +42,30 @@ static void touch(unsigned char *p, size_t n, uint64_t tag, int pages, check_t *
     }
 }
 
-static void check(const unsigned char *p, size_t n, uint64_t tag, int pages, check_t *c) {
-  if (pages)
-    for (size_t off = PAGE; off + 8 <= n - 8; off += PAGE) {
-      uint64_t w;
-      memcpy(&w, p + off, 8);
-      if (w != (tag ^ off)) {
-        bench_error("block %p of %zu bytes: page at %zu overwritten", (const void *)p, n, off);
-        break;
-      }
+/* touch=pages: the word on every page, then the tags. */
+static int pages_ok(const void *v, size_t n, uint64_t tag, check_t *c) {
+  const unsigned char *p = v;
+  for (size_t off = PAGE; off + 8 <= n - 8; off += PAGE) {
+    uint64_t w;
+    memcpy(&w, p + off, 8);
+    if (w != (tag ^ off)) {
+      bench_error("block %p of %zu bytes: page at %zu overwritten", v, n, off);
+      return 0;
     }
-  stamp_ok(p, n, tag, c);
+  }
+  return stamp_ok(p, n, tag, c);
 }
 
 static void *worker(void *v) {
   arg_t *a = v;
   rng_t r = {(uint64_t)a->id * 6151 + 5};
   size_t w = a->window;
-  unsigned char **blk = xmalloc(w * sizeof *blk);
-  size_t *len = xmalloc(w * sizeof *len);
-  uint64_t *tag = xmalloc(w * sizeof *tag), seq = (uint64_t)a->id << 40, ops = 0;
+  block_ok_fn ok = a->pages ? pages_ok : stamp_ok;
+  slots_t s;
+  slots_init(&s, w);
+  void **blk = s.blk;
+  size_t *len = s.len;
+  uint64_t *tag = s.tag, seq = (uint64_t)a->id << 40, ops = 0;
   for (size_t i = 0; i < w; i++) {
     len[i] = wide_size(&r);
     tag[i] = make_tag(++seq);
@@ -71,7 +75,7 @@ static void *worker(void *v) {
   gate();
   while (!stopped()) {
     size_t i = rng_next(&r) % w;
-    check(blk[i], len[i], tag[i], a->pages, &a->c);
+    ok(blk[i], len[i], tag[i], &a->c);
     free(blk[i]);
     len[i] = wide_size(&r);
     tag[i] = make_tag(++seq);
@@ -82,13 +86,7 @@ static void *worker(void *v) {
   a->st.ops = ops;
   a->st.t_end = now_ns();
   a->mallocs = w + ops;
-  for (size_t i = 0; i < w; i++) {
-    check(blk[i], len[i], tag[i], a->pages, &a->c);
-    free(blk[i]);
-  }
-  free(blk);
-  free(len);
-  free(tag);
+  slots_done(&s, ok, &a->c);
   return NULL;
 }
 
