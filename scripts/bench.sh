@@ -11,8 +11,8 @@
 #             timed out or failed its check (the test suite runs this). It installs
 #             nothing and draws plots only if the venv already has matplotlib.
 #
-# Steps: build brisk (cmake), install the missing peer allocators (apt-get, as
-# root), build bench/ programs, make the matplotlib venv (.venv-bench), then run
+# Steps: build brisk (cmake), install the missing peer allocators and strace and
+# valgrind (apt-get, as root), build bench/ programs, make the matplotlib venv (.venv-bench), then run
 # bench/run.py, which writes bench/results/<time>-<mode>/ (and bench/results/latest).
 set -euo pipefail
 
@@ -96,6 +96,11 @@ for peer in "${PEERS[@]}"; do
   set -- $peer
   [ -e "$3" ] || NEED+=("$2")
 done
+# strace counts memory syscalls (wide, sizecat), valgrind counts instructions
+# (callgrind); without them those figures are left out, with a note
+for tool in strace valgrind; do
+  command -v "$tool" > /dev/null || NEED+=("$tool")
+done
 if [ ${#NEED[@]} -gt 0 ] && [ "$INSTALL" = 1 ]; then
   apt_install "${NEED[@]}" || true
 fi
@@ -115,7 +120,7 @@ for a in "${ALLOCS[@]+"${ALLOCS[@]}"}"; do RUN_ALLOCS+=(--alloc "$a"); done
 
 # ---- 3. the benchmark programs ------------------------------------------------------
 say "building bench programs"
-make -s -C bench > bench/build/make.log 2>&1 || { cat bench/build/make.log >&2; exit 2; }
+make -s -j2 -C bench > bench/build/make.log 2>&1 || { cat bench/build/make.log >&2; exit 2; }
 
 # ---- 4. matplotlib venv --------------------------------------------------------------
 PLOT=()
