@@ -14,17 +14,11 @@
  *   churn ms=1000 conc=2 blocks=1000 survivors=1 */
 #include "common.h"
 
-typedef struct batch {
-  struct batch *next;
-  size_t n;
-  void *p[];
-} batch_t;
-
 typedef struct {
   _Alignas(64) pthread_t thread; /* a cache line of its own */
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  batch_t *queue;
+  handoff_t *queue;
   int done;
   check_t c;
 } survivor_t;
@@ -38,19 +32,11 @@ static void *survivor_main(void *v) {
   pthread_mutex_lock(&s->lock);
   for (;;) {
     while (!s->queue && !s->done) pthread_cond_wait(&s->wake, &s->lock);
-    batch_t *b = s->queue;
+    handoff_t *b = s->queue;
     s->queue = NULL;
     if (!b) break; /* done and drained */
     pthread_mutex_unlock(&s->lock);
-    while (b) {
-      batch_t *next = b->next;
-      for (size_t i = 0; i < b->n; i++) {
-        sized_ok(b->p[i], &s->c);
-        free(b->p[i]);
-      }
-      free(b);
-      b = next;
-    }
+    handoff_free(b, &s->c, NULL);
     pthread_mutex_lock(&s->lock);
   }
   pthread_mutex_unlock(&s->lock);
@@ -66,9 +52,8 @@ static void *short_main(void *v) {
   short_arg_t *a = v;
   rng_t r = {a->id * 2654435761u + 1};
   size_t half = g_blocks / 2;
-  batch_t *b = xmalloc(sizeof *b + half * sizeof(void *));
+  handoff_t *b = handoff_new(half);
   void **mine = xmalloc((g_blocks - half) * sizeof(void *));
-  b->n = half;
   for (size_t i = 0; i < g_blocks; i++) {
     size_t n = mixed_size(&r);
     void *p = xmalloc(n);

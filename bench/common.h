@@ -1,6 +1,6 @@
 /* common.h: the few helpers every brisk benchmark program shares.
  *
- *   time        now_ns(), ticks() + ticks_to_ns() for cheap latency samples
+ *   time        now_ns(), sleep_ms() (single calls: ticks() in latency.h)
  *   randomness  rng_t (splitmix64): the same seed gives every allocator the
  *               same sequence of sizes and slots
  *   arguments   key=value pairs: arg_int("threads", 1), arg_list("sizes", ...)
@@ -9,8 +9,9 @@
  *   checking    stamp()/stamp_ok() tag a block's first and last bytes,
  *               fill()/fill_ok() write and verify every byte; check_t keeps
  *               the checksum of what was written against what was read back
+ *   blocks      slots_t: the blocks a thread holds; handoff_t: blocks handed
+ *               to another thread in batches
  *   threads     run_timed(): start workers together, stop them after N ms
- *   histogram   hist_t: log-linear latency histogram, 1/16 octave resolution
  *   output      json_*(): one JSON line on stdout, printed by bench_finish()
  *
  * Programs use only plain malloc/free so that LD_PRELOAD picks the allocator,
@@ -35,9 +36,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -92,46 +90,6 @@ static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
-}
-
-/* Cheapest clock there is, for sampling single calls (TSC on x86-64). */
-static inline uint64_t ticks(void) {
-#if defined(__x86_64__)
-  _mm_lfence();
-  return __rdtsc();
-#else
-  return now_ns();
-#endif
-}
-
-/* What a back-to-back pair of ticks() reads (the timer's own cost, about
- * 20 ns); subtracted from every sample. Measured once. */
-static uint64_t ticks_overhead(void) {
-  static uint64_t least = ~0ull;
-  if (least == ~0ull)
-    for (int i = 0; i < 2000; i++) {
-      uint64_t a = ticks(), b = ticks();
-      if (b - a < least) least = b - a;
-    }
-  return least;
-}
-
-/* The ticks an operation took between two readings, timer cost removed. */
-static inline uint64_t ticks_between(uint64_t t0, uint64_t t1) {
-  uint64_t d = t1 - t0, o = ticks_overhead();
-  return d > o ? d - o : 0;
-}
-
-/* ns per tick, measured once over 20 ms. */
-static double ticks_to_ns(void) {
-  static double ratio;
-  if (ratio == 0) {
-    uint64_t n0 = now_ns(), t0 = ticks();
-    sleep_ms(20);
-    uint64_t n1 = now_ns(), t1 = ticks();
-    ratio = t1 > t0 ? (double)(n1 - n0) / (double)(t1 - t0) : 1.0;
-  }
-  return ratio;
 }
 
 /* ---- randomness ------------------------------------------------------- */
@@ -369,50 +327,71 @@ bad:
   return 0;
 }
 
-/* ---- latency histogram ------------------------------------------------- */
+/* ---- blocks a thread holds -------------------------------------------------- */
 
-/* Values below 32 ticks are exact; above, 16 buckets per power of two. */
-#define HIST_BUCKETS (32 + 16 * 60)
+/* Slot i holds blk[i], len[i] bytes, tagged tag[i] (NULL: empty). */
 typedef struct {
-  uint64_t count[HIST_BUCKETS];
-  uint64_t n, max;
-} hist_t;
+  void **blk;
+  size_t *len;
+  uint64_t *tag;
+  size_t n;
+} slots_t;
 
-static inline int hist_bucket(uint64_t v) {
-  if (v < 32) return (int)v;
-  int e = 63 - __builtin_clzll(v); /* e >= 5 */
-  return 32 + (e - 5) * 16 + (int)((v >> (e - 4)) & 15);
+typedef int (*block_ok_fn)(const void *p, size_t n, uint64_t tag, check_t *c);
+
+static void slots_init(slots_t *s, size_t n) {
+  s->n = n;
+  s->blk = calloc(n ? n : 1, sizeof *s->blk);
+  s->len = calloc(n ? n : 1, sizeof *s->len);
+  s->tag = calloc(n ? n : 1, sizeof *s->tag);
+  if (!s->blk || !s->len || !s->tag) die("calloc");
 }
 
-static inline uint64_t hist_bucket_mid(int b) {
-  if (b < 32) return (uint64_t)b;
-  int e = (b - 32) / 16 + 5, sub = (b - 32) % 16;
-  uint64_t lo = ((uint64_t)(16 + sub)) << (e - 4);
-  return lo + (((uint64_t)1 << (e - 4)) >> 1);
+/* Check (with ok) and free every block still held, then the slots. */
+static void slots_done(slots_t *s, block_ok_fn ok, check_t *c) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->blk[i]) {
+      ok(s->blk[i], s->len[i], s->tag[i], c);
+      free(s->blk[i]);
+    }
+  free(s->blk);
+  free(s->len);
+  free(s->tag);
 }
 
-static inline void hist_add(hist_t *h, uint64_t v) {
-  h->count[hist_bucket(v)]++;
-  h->n++;
-  if (v > h->max) h->max = v;
+/* Blocks handed to another thread in one go, a list of them; the blocks
+ * carry sized tags, so the receiver can check them. */
+typedef struct handoff {
+  struct handoff *next;
+  size_t n;
+  void *p[];
+} handoff_t;
+
+static handoff_t *handoff_new(size_t n) {
+  handoff_t *b = xmalloc(sizeof *b + n * sizeof(void *));
+  b->next = NULL;
+  b->n = n;
+  return b;
 }
 
-static void hist_merge(hist_t *into, const hist_t *h) {
-  for (int i = 0; i < HIST_BUCKETS; i++) into->count[i] += h->count[i];
-  into->n += h->n;
-  if (h->max > into->max) into->max = h->max;
-}
-
-/* The q-quantile (0..1) in ns. */
-static double hist_ns(const hist_t *h, double q) {
-  if (!h->n) return 0;
-  if (q >= 1) return (double)h->max * ticks_to_ns();
-  uint64_t rank = (uint64_t)(q * (double)h->n), seen = 0;
-  for (int i = 0; i < HIST_BUCKETS; i++) {
-    seen += h->count[i];
-    if (seen > rank) return (double)hist_bucket_mid(i) * ticks_to_ns();
+/* Check and free a list of handoffs and their blocks; returns the bytes of
+ * the blocks, *batches (if not NULL) gets how many handoffs there were. */
+static size_t handoff_free(handoff_t *b, check_t *c, long *batches) {
+  size_t bytes = 0;
+  long n = 0;
+  for (; b; n++) {
+    handoff_t *next = b->next;
+    for (size_t i = 0; i < b->n; i++) {
+      uint64_t head;
+      memcpy(&head, b->p[i], 8);
+      if (sized_ok(b->p[i], c)) bytes += (uint32_t)head;
+      free(b->p[i]);
+    }
+    free(b);
+    b = next;
   }
-  return (double)h->max * ticks_to_ns();
+  if (batches) *batches = n;
+  return bytes;
 }
 
 /* ---- threads ------------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /* large.c: workload 5, large buffers.
  *
- * Buffers of 1-32 MiB (random sizes), each written in full (memset) and
+ * Buffers of min-max bytes (1-32 MiB; random sizes), each written in full (memset) and
  * checked (its tags and one byte per page) before it is freed.
  *   first touch: `count` buffers allocated and written while all stay live,
  *                so every page is new to the process; then all freed.
@@ -9,8 +9,10 @@
  *                serves these without page faults.
  * Figures: GB/s written (malloc, memset, check and free all timed), minor page faults
  * per MiB, and the RSS once everything is freed: at once and after settle_ms.
+ * Cases are named by the phase and the size range ("recycled, 5-25 MiB").
  *
- *   large count=16 ms=1000 settle_ms=1000 */
+ *   large count=16 ms=1000 settle_ms=1000
+ *   large min=5M max=25M count=8 ms=1000 settle_ms=1000 */
 #include "common.h"
 
 static size_t g_page;
@@ -26,8 +28,16 @@ static int buffer_ok(const unsigned char *p, size_t n, uint64_t tag, check_t *c)
   return stamp_ok(p, n, tag, c);
 }
 
-static void report(const char *name, double bytes, double secs, long faults) {
+static char g_range[64]; /* "1-32 MiB" */
+
+static void start_case(const char *phase) {
+  char name[96];
+  snprintf(name, sizeof name, "%s, %s", phase, g_range);
   json_case(name, 1, -1);
+}
+
+static void report(const char *phase, double bytes, double secs, long faults) {
+  start_case(phase);
   json_metric("gbps", bytes / secs / 1e9);
   json_metric("faults_per_mib", (double)faults / (bytes / (double)MiB));
   json_case_end();
@@ -42,6 +52,16 @@ int main(int argc, char **argv) {
   args_done();
 
   g_page = (size_t)sysconf(_SC_PAGESIZE);
+  if (lo < 16 || hi < lo) {
+    fprintf(stderr, "need 16 <= min <= max\n");
+    return 64;
+  }
+  char a[32], b[32];
+  if (lo % MiB == 0 && hi % MiB == 0)
+    snprintf(g_range, sizeof g_range, "%zu-%zu MiB", lo / MiB, hi / MiB);
+  else
+    snprintf(g_range, sizeof g_range, "%s-%s", size_label(a, sizeof a, (long long)lo),
+             size_label(b, sizeof b, (long long)hi));
   check_t c = {0};
   rng_t r = {99};
   size_t *size = xmalloc(sizeof *size * (size_t)count);
@@ -85,7 +105,7 @@ int main(int argc, char **argv) {
   /* what stays resident once the phase is over */
   free(size);
   free(buf);
-  json_case("after the phase", 1, -1);
+  start_case("after the phase");
   json_metric("rss_after_mb", (double)rss_now_kb() / 1024);
   sleep_ms(settle);
   json_metric("rss_settled_mb", (double)rss_now_kb() / 1024);

@@ -70,6 +70,25 @@ class Plotter:
         ax.set_xticks(range(len(metrics)))
         ax.set_xticklabels(labels)
 
+    @staticmethod
+    def merged(pairs):
+        """One row for bars() out of (row, metric) pairs: metric i is "i"."""
+        return {"metrics": {str(i): row["metrics"].get(m, {}) for i, (row, m) in enumerate(pairs)}}
+
+    def bars_of(self, ax, pairs, labels):
+        """Grouped bars, one group per (row, metric) pair."""
+        self.bars(ax, self.merged(pairs), [str(i) for i in range(len(pairs))], labels)
+
+    def args(self, row):
+        """The arguments of the job that made the row."""
+        return self.res["jobs"][row["job"]]["args"]
+
+    def ring_rows(self, small=False):
+        """The ring's rows with the most slots (or, small=True, the others)."""
+        rows = self.summary.get("ring", [])
+        most = max((self.args(r).get("slots", 0) for r in rows), default=0)
+        return [r for r in rows if (self.args(r).get("slots", 0) < most) == small]
+
     def save(self, fig, name, workload):
         fig.tight_layout()
         fig.savefig(os.path.join(self.out, name), dpi=110)
@@ -98,7 +117,7 @@ class Plotter:
         self.save(fig, "throughput_vs_size.png", "sweep")
 
     def throughput_vs_threads(self):
-        rows = self.summary.get("ring", [])
+        rows = self.ring_rows()
         if not any(r["metrics"] for r in rows):
             return
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -116,24 +135,29 @@ class Plotter:
         self.save(fig, "throughput_vs_threads.png", "ring")
 
     def latency(self):
-        rows = [r for r in self.summary.get("ring", []) if r["metrics"].get("malloc_p50")]
-        if not rows:
+        # one line of panels per ring size: the thread count nearest 2 of each
+        picked = []
+        for small in (False, True):
+            rows = [r for r in self.ring_rows(small) if r["metrics"].get("malloc_p50")]
+            if rows:
+                picked.append(min(rows, key=lambda r: abs((r["threads"] or 0) - 2)))
+        if not picked:
             return
-        row = min(rows, key=lambda r: abs((r["threads"] or 0) - 2))
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-        for ax, op in zip(axes, ("malloc", "free")):
-            self.bars(ax, row, ["%s_%s" % (op, p) for p in ("p50", "p99", "p999", "max")],
-                      ["P50", "P99", "P99.9", "max"])
-            ax.set_yscale("log")
-            ax.set_ylabel("ns (log)")
-            ax.set_title("mixed ring, %s latency, %s" % (op, row["case"]))
-            ax.grid(alpha=0.3, axis="y")
-            ax.legend(fontsize=8)
+        fig, axes = plt.subplots(len(picked), 2, figsize=(12, 4.5 * len(picked)), squeeze=False)
+        for row, pair in zip(picked, axes):
+            for ax, op in zip(pair, ("malloc", "free")):
+                self.bars(ax, row, ["%s_%s" % (op, p) for p in ("p50", "p99", "p999", "max", "mean")],
+                          ["P50", "P99", "P99.9", "max", "mean"])
+                ax.set_yscale("log")
+                ax.set_ylabel("ns (log)")
+                ax.set_title("mixed ring, %s latency, %s" % (op, row["case"]))
+                ax.grid(alpha=0.3, axis="y")
+                ax.legend(fontsize=8)
         self.save(fig, "latency.png", "ring")
 
     def rss(self):
         panels = []
-        ring = [r for r in self.summary.get("ring", []) if r["metrics"].get("peak_rss_mb")]
+        ring = [r for r in self.ring_rows() if r["metrics"].get("peak_rss_mb")]
         if ring:
             panels.append("ring")
         large = [r for r in self.summary.get("large", []) if r["metrics"].get("rss_after_mb")]
@@ -153,8 +177,10 @@ class Plotter:
                 ax.set_xlabel("threads")
                 ax.set_title("mixed ring: peak RSS")
             elif panel == "large":
-                self.bars(ax, large[0], ["rss_after_mb", "rss_settled_mb"],
-                          ["at once", "after settling"])
+                pairs = [(r, m) for r in large for m in ("rss_after_mb", "rss_settled_mb")]
+                self.bars_of(ax, pairs, ["%s\n%s" % (r["case"].split(", ", 1)[-1],
+                                                      "at once" if m == "rss_after_mb" else "settled")
+                                         for r, m in pairs])
                 ax.set_title("large buffers: RSS once all are freed")
             else:
                 self.bars(ax, churn[0], ["rss_early_mb", "rss_end_mb", "peak_rss_mb"],
@@ -166,11 +192,49 @@ class Plotter:
         self.save(fig, "rss.png", "large" if "large" in panels else panels[0])
 
 
+    def bursty(self):
+        rows = [r for r in self.summary.get("bursty", []) if r["metrics"].get("secs")]
+        if not rows:
+            return
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        self.bars_of(axes[0], [(r, "secs") for r in rows], [r["case"] for r in rows])
+        axes[0].set_ylabel("seconds")
+        axes[0].set_title("bursty cross-thread: time for the same work")
+        pairs = [(r, m) for r in rows for m in ("peak_rss_mb", "rss_end_mb")]
+        self.bars_of(axes[1], pairs, ["%s\n%s" % (r["case"].split(", ")[-1],
+                                                   "peak" if m == "peak_rss_mb" else "at the end")
+                                      for r, m in pairs])
+        axes[1].set_ylabel("MiB")
+        axes[1].set_title("bursty cross-thread: RSS")
+        for ax in axes:
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=8)
+        self.save(fig, "bursty.png", "bursty")
+
+    def syscalls(self):
+        rows = [(w, r) for w in ("wide", "sizecat") for r in self.summary.get(w, [])
+                if r["metrics"].get("sys_all")]
+        if not rows:
+            return
+        fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(rows)), 4.5))
+        self.bars_of(ax, [(r, "sys_all") for _, r in rows],
+                     ["%s\n%s" % (w, r["case"].replace(", 1 thr", "").replace(", 2 thr", ""))
+                      for w, r in rows])
+        ax.set_yscale("log")
+        ax.set_ylabel("per 1000 mallocs (log)")
+        ax.set_title("memory syscalls (strace -c: mmap, munmap, madvise, mremap, brk, ...)")
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+        self.save(fig, "syscalls.png", "wide")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: plot.py RESULTS_DIR")
     p = Plotter(sys.argv[1])
-    for draw in (p.throughput_vs_size, p.throughput_vs_threads, p.latency, p.rss):
+    for draw in (p.throughput_vs_size, p.throughput_vs_threads, p.latency, p.rss, p.bursty,
+                 p.syscalls):
         draw()
     for name, workload in p.made:
         print(name, workload)

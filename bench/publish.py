@@ -21,7 +21,15 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 SWEEP_1T = ["16 B", "64 B", "256 B", "1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB",
             "1 MiB", "4 MiB", "16 MiB", "32 MiB", "64 MiB"]
 
-# (workload section, table title prefix, heading shown in the README, rows kept or None)
+def cases_with(*words):
+    """Rows whose case label holds every word."""
+    return lambda label: all(w in label for w in words)
+
+
+# (workload section, table title prefix, heading shown in the README, rows kept:
+# None for all, a list of labels, or a test of the label). Sections from 8 on
+# (and the many-live rows of 4) are left out, with a note, when the report
+# lacks them (a run without valgrind has no section 13).
 TABLES = [
     ("## 1. Size sweep", "M ops/s",
      "Size sweep: `malloc(N)`, write a byte, `free`, one thread",
@@ -39,16 +47,39 @@ TABLES = [
      "Thread churn: short threads allocate, hand half their blocks to a survivor, exit", None),
     ("## 6. Thread churn", "RSS, MiB", None, None),
     ("## 5. Large buffers", "RSS after the phase",
-     "Large buffers (1-32 MiB, written in full): RSS once they are all freed", None),
+     "Large buffers (1-32 MiB and 5-25 MiB, written in full): RSS once they are all freed", None),
+    ("## 2. Mixed ring", "malloc latency",
+     "Mixed ring: malloc latency at 2 threads, 100 000 and 4000 slots", cases_with("2 thr")),
+    ("## 4. Size categories", "k ops/s",
+     "Size categories with many blocks live, one thread", cases_with(" live")),
+    ("## 4. Size categories", "memory syscalls", None, cases_with(" live", "all memory")),
+    ("## 8. Bursty", "seconds",
+     "Bursty cross-thread: 8 threads, bursts of mixed sizes handed between them; "
+     "1 and 200 generations of threads", None),
+    ("## 8. Bursty", "RSS, MiB", None, None),
+    ("## 9. Wide", "k ops/s", "Wide random sizes: 2 threads, 16 B-4 MiB, many live", None),
+    ("## 9. Wide", "memory syscalls", None, cases_with("all memory")),
+    ("## 10. Server", "k requests/s",
+     "Server: acceptors, a worker pool and a writer; blocks freed by other threads", None),
+    ("## 11. False sharing", "M writes/s", "False sharing (Hoard's cache-thrash, cache-scratch)", None),
+    ("## 12. CPython", "k records/s", "CPython with PYTHONMALLOC=malloc: dicts and JSON", None),
+    ("## 13. Instructions", "instructions per",
+     "Instructions per 32 B malloc + free pair (callgrind)", None),
 ]
+OPTIONAL = ("## 8.", "## 9.", "## 10.", "## 11.", "## 12.", "## 13.", "## 4. Size categories")
 
 
 def table(report, section, title, rows):
-    """The table titled `title` under `section`, as Markdown lines."""
+    """The table titled `title` under `section`, as Markdown lines (None when
+    an optional one is not in the report)."""
     start = report.find(section)
+    end = report.find("\n## ", start + 1) if start >= 0 else -1
+    at = report.find("**" + title, start, end if end >= 0 else len(report)) if start >= 0 else -1
+    if at < 0 and section.startswith(OPTIONAL) and (rows is None or callable(rows)):
+        print("publish: note: no table %r under %r, left out" % (title, section), file=sys.stderr)
+        return None
     if start < 0:
         sys.exit("publish: no section %r in the report" % section)
-    at = report.find("**" + title, start)
     if at < 0:
         sys.exit("publish: no table %r under %r" % (title, section))
     lines = report[at:].split("\n")
@@ -57,7 +88,11 @@ def table(report, section, title, rows):
         if not line.startswith("|"):
             break
         body.append(line)
-    if rows:
+    if callable(rows):
+        body = body[:2] + [l for l in body[2:] if rows(l.split("|")[1].strip())]
+        if len(body) == 2 and section.startswith(OPTIONAL):
+            return None
+    elif rows:
         body = body[:2] + [l for l in body[2:] if any(l.startswith("| %s |" % r) for r in rows)]
     return [lines[0], ""] + body
 
@@ -85,9 +120,12 @@ def main():
     meta = [l for l in report.split("\n") if l.startswith("- **")]
     out = [BEGIN, ""] + meta + [""]
     for section, title, heading, rows in TABLES:
+        lines = table(report, section, title, rows)
+        if lines is None:
+            continue
         if heading:
             out += ["#### " + heading, ""]
-        out += table(report, section, title, rows) + [""]
+        out += lines + [""]
     out.append(END)
 
     readme = open(README).read()

@@ -7,8 +7,10 @@ bench/build/ holds the programs:
     python3 bench/run.py --mode quick --alloc glibc= \\
         --alloc jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 
-Each (workload job, allocator) pair runs --reps times; every repetition runs
-all allocators back to back, in an order rotated by one each repetition.
+What runs is in bench/workloads.py. Each (workload job, allocator) pair runs
+--reps times; every repetition runs all allocators back to back, in an order
+rotated by one each repetition (callgrind jobs run once; jobs that count
+syscalls run once more under strace: bench/probes.py).
 Writes OUT/results.json (every run and figure) and OUT/report.md; plots come
 from bench/plot.py when --plot-python names a Python with matplotlib.
 Exit status: 0 when every run passed, 1 when any crashed, timed out, failed
@@ -25,138 +27,16 @@ import subprocess
 import sys
 import time
 
+import probes
+from report import job_label, report
+from workloads import MODES, WORKLOADS, plan
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BIN = os.path.join(HERE, "build")
-
-# ---- what runs in each mode --------------------------------------------------
-
-# Per workload: the program's key=value arguments. Lists under "each" make one
-# job per value (a separate process, so peak RSS is per job).
-MODES = {
-    "smoke": {
-        "reps": 1,
-        "timeout": 10,
-        "sweep": {"ms": 5, "sizes": "16,64,1K,64K,1M,32M"},
-        "ring": {"threads": [1, 2], "slots": 1000, "ms": 20},
-        "xthread": {"ms": 20, "rounds": 500, "slots": 1000},
-        "sizecat": {"ms": 5},
-        "large": {"count": 2, "min": "1M", "max": "4M", "ms": 20, "settle_ms": 0},
-        "churn": {"ms": 30, "blocks": 100},
-        "fixed": {"count": 1000, "ms": 5},
-    },
-    "quick": {
-        "reps": 3,
-        "timeout": 60,
-        "sweep": {"ms": 15},
-        "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 150},
-        "xthread": {"ms": 200, "rounds": 10000, "slots": 10000},
-        "sizecat": {"ms": 30},
-        "large": {"count": 8, "ms": 300, "settle_ms": 1000},
-        "churn": {"ms": 300, "blocks": 1000},
-        "fixed": {"count": 100000, "ms": 50},
-    },
-    "full": {
-        "reps": 5,
-        "timeout": 180,
-        "sweep": {"ms": 100},
-        "ring": {"threads": [1, 2, 4, 8], "slots": 100000, "ms": 1000},
-        "xthread": {"ms": 1000, "rounds": 20000, "slots": 10000},
-        "sizecat": {"ms": 200},
-        "large": {"count": 16, "ms": 1000, "settle_ms": 1500},
-        "churn": {"ms": 1000, "blocks": 1000},
-        "fixed": {"count": 100000, "ms": 200},
-    },
-}
-
-SWEEP_SIZES = 13  # the sweep program's default list
-SIZE_RANGES = 4   # sizecat's categories
-
-# For the report: workload id, title, what it does, and its tables:
-# (table title, metrics shown, +1 if higher is better / -1 if lower is).
-WORKLOADS = [
-    ("sweep", "1. Size sweep",
-     "`malloc(N)`, write `p[0]`, `free`, in a loop; each thread on its own.",
-     [("M ops/s (one op = malloc + write + free)", ["mops"], +1)]),
-    ("ring", "2. Mixed ring",
-     "Each thread replaces random slots of a ring of blocks (60% 16-256 B, "
-     "30% 512 B-2 KiB, 10% 4-32 KiB, each memset). Latency: one replacement "
-     "in 16 timed, the timer's own ~20 ns subtracted.",
-     [("M replacements/s", ["mops"], +1),
-      ("Peak RSS, MiB", ["peak_rss_mb"], -1),
-      ("malloc latency, ns", ["malloc_p50", "malloc_p99", "malloc_p999", "malloc_max"], -1),
-      ("free latency, ns", ["free_p50", "free_p99", "free_p999", "free_max"], -1)]),
-    ("xthread", "3. Cross-thread free",
-     "Producers allocate, consumers free (batches of 256 over a lock-free "
-     "queue); larson: threads swap blocks through a shared table and are "
-     "replaced every few thousand steps.",
-     [("M blocks/s", ["mops"], +1),
-      ("larson: worker threads replaced per second", ["threads_per_s"], +1)]),
-    ("sizecat", "4. Size categories",
-     "Random sizes within a category, window of 8 live blocks per thread; "
-     "`free` = malloc + free only, `fill` = every byte written and checked.",
-     [("k ops/s (one op = malloc + free, + fill + check)", ["kops"], +1)]),
-    ("large", "5. Large buffers",
-     "1-32 MiB buffers written in full. First touch: all live at once, every "
-     "page new. Recycled: one at a time, malloc/write/free.",
-     [("GB/s written", ["gbps"], +1),
-      ("minor page faults per MiB", ["faults_per_mib"], -1),
-      ("RSS after the phase, MiB", ["rss_after_mb", "rss_settled_mb"], -1)]),
-    ("churn", "6. Thread churn",
-     "Short-lived threads allocate, hand half their blocks to a survivor "
-     "thread, free the rest and exit.",
-     [("short threads per second", ["threads_per_s"], +1),
-      ("RSS, MiB", ["rss_early_mb", "rss_end_mb", "peak_rss_mb"], -1)]),
-    ("fixed", "7. Fixed-size objects",
-     "Many objects of one size allocated in bulk, then all freed: with each allocator's "
-     "`malloc`, and with brisk's pool API (`brisk_pool`, brisk only, compared with the "
-     "peers' best `malloc`).",
-     [("M objects/s (alloc + free)", ["mops"], +1)]),
-]
-
-METRIC_LABELS = {
-    "malloc_p50": "P50", "malloc_p99": "P99", "malloc_p999": "P99.9", "malloc_max": "max",
-    "free_p50": "P50", "free_p99": "P99", "free_p999": "P99.9", "free_max": "max",
-    "rss_after_mb": "at once", "rss_settled_mb": "after settling",
-    "rss_early_mb": "after 1/4 of the run", "rss_end_mb": "at the end", "peak_rss_mb": "peak",
-}
-
-
-def plan(mode, ncpu, only):
-    """The jobs of one repetition: dicts with workload, prog, args, est (s)."""
-    p = MODES[mode]
-    jobs = []
-
-    def add(workload, est, only_alloc=None, **args):
-        if only and workload not in only:
-            return
-        jobs.append({"id": len(jobs), "workload": workload, "prog": workload,
-                     "args": args, "est": est + 0.05, "only_alloc": only_alloc})
-
-    both = sorted({1, ncpu})
-    s = p["sweep"]
-    nsizes = len(s["sizes"].split(",")) if "sizes" in s else SWEEP_SIZES
-    for t in both:
-        add("sweep", nsizes * s["ms"] / 1000, threads=t, **s)
-    r = dict(p["ring"])
-    for t in r.pop("threads"):
-        add("ring", r["ms"] / 1000 + t * r["slots"] * 4e-6, threads=t, **r)
-    x = p["xthread"]
-    xt = max(2, ncpu)
-    add("xthread", x["ms"] / 1000, mode="pc64", threads=xt, ms=x["ms"])
-    add("xthread", x["ms"] / 1000, mode="pcmixed", threads=xt, ms=x["ms"])
-    add("xthread", x["ms"] / 1000, mode="larson", threads=xt, **x)
-    for t in both:
-        add("sizecat", 2 * SIZE_RANGES * p["sizecat"]["ms"] / 1000, threads=t, **p["sizecat"])
-    g = p["large"]
-    add("large", g["count"] * 0.02 + (g["ms"] + g["settle_ms"]) / 1000, **g)
-    add("churn", p["churn"]["ms"] / 1000, **p["churn"])
-    add("fixed", 4 * p["fixed"]["ms"] / 1000, **p["fixed"])
-    # brisk's pool API, under brisk only; its rows are compared with the
-    # peers' malloc rows of the same size.
-    add("fixed", 4 * p["fixed"]["ms"] / 1000, only_alloc="brisk", backend="brisk_pool", **p["fixed"])
-    return jobs
-
+# Programs named *.py (bench/cpython.py) run under this Python, with
+# PYTHONMALLOC=malloc so that every object comes from the allocator tested.
+PYTHON = sys.executable
 
 def job_allocs(job, allocs):
     return [a for a in allocs if not job.get("only_alloc") or a["name"] == job["only_alloc"]]
@@ -164,13 +44,25 @@ def job_allocs(job, allocs):
 
 # ---- running -------------------------------------------------------------------
 
-def run_one(job, alloc, timeout):
-    """One process. Returns the run record (status ok/crash/timeout/wrong/error)."""
+def prog_argv(job, args=None):
+    """The job's command line (args: other arguments than the job's own)."""
+    prog = job["prog"]
+    argv = [PYTHON, os.path.join(HERE, prog)] if prog.endswith(".py") else [os.path.join(BIN, prog)]
+    return argv + ["%s=%s" % kv for kv in (args or job["args"]).items()]
+
+
+def run_one(job, alloc, timeout, wrap=None, args=None):
+    """One process. Returns the run record (status ok/crash/timeout/wrong/error).
+    wrap: probes.strace_wrap or probes.callgrind_wrap, to run under that tool."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
-    if alloc["path"]:
-        env["LD_PRELOAD"] = alloc["path"]
-    argv = [os.path.join(BIN, job["prog"])] + ["%s=%s" % kv for kv in job["args"].items()]
+    argv, preload, wrap_out = prog_argv(job, args), alloc["path"], None
+    if job["prog"].endswith(".py"):
+        env["PYTHONMALLOC"] = "malloc"
+    if wrap:
+        argv, preload, wrap_out = wrap(argv, preload)
+    if preload:
+        env["LD_PRELOAD"] = preload
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, start_new_session=True, text=True, errors="replace")
@@ -210,9 +102,47 @@ def run_one(job, alloc, timeout):
         detail = "malloc came from %s, not %s" % (result.get("malloc_from"), alloc["path"] or "glibc")
     else:
         status, detail = "ok", ""
-    return {"job": job["id"], "workload": job["workload"], "alloc": alloc["name"],
-            "status": status, "detail": detail, "rc": rc, "secs": round(secs, 3),
-            "result": result, "stderr": err[-1500:] if err else ""}
+    run = {"job": job["id"], "workload": job["workload"], "alloc": alloc["name"],
+           "status": status, "detail": detail, "rc": rc, "secs": round(secs, 3),
+           "result": result, "stderr": err[-1500:] if err else ""}
+    if wrap is probes.strace_wrap:
+        run["kind"] = "syscalls"
+        run["syscalls"] = probes.strace_counts(wrap_out)
+    elif wrap is probes.callgrind_wrap:
+        run["instructions"] = probes.callgrind_total(err)
+        if status == "ok" and run["instructions"] is None:
+            run["status"], run["detail"] = "error", "no instruction count from callgrind"
+    return run
+
+
+def run_syscalls(job, alloc, timeout):
+    """The job once more under strace: its memory syscalls, per 1000 mallocs."""
+    run = run_one(job, alloc, timeout, wrap=probes.strace_wrap)
+    if run["status"] == "ok":
+        for c in run["result"]["cases"]:
+            c["metrics"] = probes.syscall_metrics(run["syscalls"], c["metrics"].get("mallocs"))
+    return run
+
+
+def run_callgrind(job, alloc, timeout):
+    """Instructions per malloc+free pair: the job at two iteration counts under
+    callgrind, for the allocator and (once per job) for the empty loop."""
+    if "loop_instr" not in job:
+        base = [run_one(job, {"name": "glibc", "path": ""}, timeout, probes.callgrind_wrap,
+                        dict(job["args"], iters=n, alloc="none")) for n in job["iters"]]
+        ok = all(b["status"] == "ok" for b in base)
+        job["loop_instr"] = probes.per_pair([b["instructions"] for b in base], job["iters"],
+                                            probes.STANDIN_INSTR) if ok else None
+    runs = [run_one(job, alloc, timeout, probes.callgrind_wrap, dict(job["args"], iters=n))
+            for n in job["iters"]]
+    run = next((r for r in runs if r["status"] != "ok"), runs[-1])
+    if run["status"] == "ok" and job["loop_instr"] is None:
+        run["status"], run["detail"] = "error", "the empty loop did not run under callgrind"
+    if run["status"] == "ok":
+        pair = probes.per_pair([r["instructions"] for r in runs], job["iters"], job["loop_instr"])
+        for c in run["result"]["cases"]:
+            c["metrics"] = {"instr_per_pair": pair, "loop_instr": job["loop_instr"]}
+    return run
 
 
 def first_line(text, prefix):
@@ -271,16 +201,12 @@ def clock(s):
     return "%d:%02d" % (s // 60, s % 60)
 
 
-def job_label(job):
-    a = job["args"]
-    extra = a.get("mode") or ("%s thr" % a["threads"] if "threads" in a else "")
-    return ("%s %s" % (job["workload"], extra)).strip()
-
-
 # ---- figures ---------------------------------------------------------------------
 
 def summarize(jobs, allocs, runs):
-    """summary[workload] = rows in order: {job, case, threads, size, metrics, failed}."""
+    """summary[workload] = rows in order: {job, case, threads, size, metrics, failed}.
+    A job's syscall-counting run adds its sys_* metrics to the rows; its failure
+    is listed with the others but does not mark the timed cells."""
     summary = {}
     for job in jobs:
         rows, order = {}, []
@@ -299,6 +225,7 @@ def summarize(jobs, allocs, runs):
                     if v is None:  # the program could not compute it
                         continue
                     row["values"].setdefault(m, {}).setdefault(r["alloc"], []).append(v)
+        job_runs = [r for r in job_runs if r.get("kind") != "syscalls"]
         failed = {}
         for r in job_runs:
             if r["status"] != "ok":
@@ -323,113 +250,6 @@ def stats(values):
     return {"median": med, "min": min(values), "max": max(values), "n": len(values),
             "spread_pct": (max(values) - min(values)) / 2 / med * 100 if med else 0.0,
             "values": values}
-
-
-def fmt(v):
-    if v == 0:
-        return "0"
-    if abs(v) >= 100:
-        return "%.0f" % v
-    return "%.3g" % v
-
-
-def cell(row, metric, alloc):
-    st = row["metrics"].get(metric, {}).get(alloc)
-    failed = row["failed"].get(alloc, [])
-    reps = row["reps"].get(alloc, 0)
-    if st is None:
-        return "**%s**" % "/".join(sorted(set(failed))).upper() if failed else "—"
-    text = fmt(st["median"])
-    if st["n"] > 1:
-        text += " ±%.0f%%" % st["spread_pct"]
-    if failed:
-        text += " **(%d/%d %s)**" % (len(failed), reps, "/".join(sorted(set(failed))).upper())
-    return text
-
-
-def ratio_cell(row, metric, better, names, rows):
-    stats_of = row["metrics"].get(metric, {})
-    if "brisk" not in names:
-        return "n/a"
-    if "brisk" not in stats_of:
-        return "**brisk failed**" if row["failed"].get("brisk") else "—"
-    # A brisk-only row (an API of brisk's own) is compared with the peers in
-    # the row it stands beside ("64 B, brisk_pool" with "64 B, malloc").
-    peer_row = row
-    if row["case"].endswith(", brisk_pool"):
-        twin = row["case"][:-len("brisk_pool")] + "malloc"
-        peer_row = next((r for r in rows if r["case"] == twin), row)
-    peers = [(st["median"], a) for a, st in peer_row["metrics"].get(metric, {}).items()
-             if a != "brisk"]
-    if not peers:
-        return "—"
-    best, who = max(peers) if better > 0 else min(peers)
-    b = stats_of["brisk"]["median"]
-    if best == 0:
-        return "—"
-    r = b / best
-    text = "%.2f (%s)" % (r, who)
-    return "**%s**" % text if (r >= 1 if better > 0 else r <= 1) else text
-
-
-def report(meta, allocs, jobs, summary, runs, plots):
-    names = [a["name"] for a in allocs]
-    out = ["# brisk benchmark report (%s mode)" % meta["mode"], ""]
-    out.append("- **Command:** `%s`" % meta["command"])
-    out.append("- **When:** %s, brisk at %s" % (meta["date"], meta["commit"]))
-    m = meta["machine"]
-    out.append("- **Machine:** %s, %s cores, %s GiB RAM, Linux %s, glibc %s; load average %s "
-               "before, %s after" % (m["cpu"], m["cores"], m["mem_gib"], m["kernel"], m["glibc"],
-                                    meta["load_before"], meta["load_after"]))
-    out.append("- **Allocators:** " + ", ".join(
-        "%s (%s)" % (a["name"], a["version"]) for a in allocs))
-    for name, why in meta["skipped"].items():
-        out.append("- **Skipped:** %s: %s" % (name, why))
-    nfail = sum(r["status"] != "ok" for r in runs)
-    out.append("- **Runs:** %d (%d repetition%s of every job, allocators in rotating order), "
-               "%d failed%s" % (len(runs), meta["reps"], "s" * (meta["reps"] > 1), nfail,
-                                " (see Failures at the end)" if nfail else ""))
-    out.append("")
-    out.append("Each cell: median over the repetitions ±half their range, relative to the median. "
-               "A run that crashed, timed out, failed its own check (WRONG) or did not run under "
-               "its allocator (ERROR) is named in its cell. **brisk / best peer**: brisk's median "
-               "over the best other allocator's; above 1 is better for throughput, below 1 for "
-               "latency, faults and memory; bold where brisk is at least as good.")
-    for wid, title, what, tables in WORKLOADS:
-        rows = summary.get(wid)
-        if not rows:
-            continue
-        out += ["", "## " + title, "", what, "", "Run as: " + "; ".join(
-            "`%s`" % " ".join([j["prog"]] + ["%s=%s" % kv for kv in j["args"].items()])
-            for j in jobs if j["workload"] == wid) + "."]
-        for ttitle, metrics, better in tables:
-            lines = []
-            for row in rows:
-                present = [m for m in metrics if m in row["metrics"]] or (
-                    metrics[:1] if not row["metrics"] else [])
-                for metric in present:
-                    label = row["case"] if len(metrics) == 1 else "%s, %s" % (
-                        row["case"], METRIC_LABELS.get(metric, metric))
-                    lines.append("| %s | %s | %s |" % (
-                        label, " | ".join(cell(row, metric, a) for a in names),
-                        ratio_cell(row, metric, better, names, rows)))
-            if not lines:
-                continue
-            out += ["", "**%s** (%s is better)" % (ttitle, "higher" if better > 0 else "lower"), ""]
-            out.append("| case | %s | brisk / best peer |" % " | ".join(names))
-            out.append("|---|%s---|" % ("---:|" * len(names)))
-            out += lines
-        for png, workloads in plots:
-            if wid == workloads[0]:
-                out += ["", "![%s](%s)" % (png, png)]
-    failures = [r for r in runs if r["status"] != "ok"]
-    if failures:
-        out += ["", "## Failures", "", "| job | allocator | status | detail |", "|---|---|---|---|"]
-        for r in failures:
-            out.append("| %s | %s | %s | %s |" % (job_label(jobs[r["job"]]), r["alloc"],
-                                                 r["status"].upper(),
-                                                 r["detail"].replace("|", "\\|")))
-    return "\n".join(out) + "\n"
 
 
 # ---- facts about the machine -------------------------------------------------------
@@ -479,6 +299,48 @@ def lib_version(name, path):
 
 # ---- main ---------------------------------------------------------------------------
 
+def usable(jobs):
+    """The jobs whose programs and tools are here, and notes on what is not."""
+    notes, keep = [], []
+    for job in jobs:
+        prog = job["prog"]
+        if prog.endswith(".py"):
+            if not PYTHON:
+                notes.append("no Python interpreter: %s left out" % job["workload"])
+                continue
+        elif not os.access(os.path.join(BIN, prog), os.X_OK):
+            sys.exit("bench: program %s not built; run make -C bench" % prog)
+        if job.get("tool") == "callgrind" and not probes.have("valgrind"):
+            notes.append("valgrind not found: no instruction counts (callgrind)")
+            continue
+        if job.get("syscalls") and not probes.have("strace"):
+            notes.append("strace not found: no syscall counts")
+            job["syscalls"] = False
+        keep.append(job)
+    return keep, sorted(set(notes))
+
+
+def tasks(jobs, allocs, reps):
+    """(rep, job, allocator, estimated seconds, kind) in the order they run:
+    every repetition runs each job under every allocator, in an order rotated
+    by one from job to job and from repetition to repetition; callgrind jobs
+    run in the first repetition only (their counts do not vary); last, one
+    strace run per allocator of each job that counts syscalls."""
+    todo = []
+    for rep in range(reps):
+        for job in jobs:
+            if job.get("tool") == "callgrind" and rep > 0:
+                continue
+            mine = job_allocs(job, allocs)
+            k = (rep + job["id"]) % len(mine)
+            kind = job.get("tool") or "timed"
+            todo += [(rep, job, a, job["est"], kind) for a in mine[k:] + mine[:k]]
+    for job in jobs:
+        if job.get("syscalls"):
+            todo += [("syscalls", job, a, 1.5 * job["est"], "syscalls") for a in job_allocs(job, allocs)]
+    return todo
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mode", choices=MODES, default="quick")
@@ -511,17 +373,13 @@ def main():
         allocs = [{"name": "glibc", "path": ""}]
     for a in allocs:
         a["version"] = lib_version(a["name"], a["path"])
-    missing_bins = [w for w, *_ in WORKLOADS if not os.access(os.path.join(BIN, w), os.X_OK)]
-    if missing_bins:
-        sys.exit("bench: programs not built (%s); run make -C bench" % ", ".join(missing_bins))
-
     mode = MODES[args.mode]
     reps = args.reps or mode["reps"]
     only = set(filter(None, args.only.split(",")))
     unknown = only - {w for w, *_ in WORKLOADS}
     if unknown:
         sys.exit("bench: no workload named %s" % ", ".join(sorted(unknown)))
-    jobs = plan(args.mode, os.cpu_count() or 1, only)
+    jobs, notes = usable(plan(args.mode, os.cpu_count() or 1, only))
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = args.out or os.path.join(
         HERE, "results", "smoke" if args.mode == "smoke" else "%s-%s" % (stamp, args.mode))
@@ -531,28 +389,31 @@ def main():
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "commit": command_out(["git", "rev-parse", "--short", "HEAD"]) or "an uncommitted tree",
             "machine": machine(), "load_before": load(), "skipped": skipped,
-            "params": {k: v for k, v in mode.items()}}
+            "notes": notes, "params": {k: v for k, v in mode.items()}}
 
     runs = []
     jobs = [j for j in jobs if job_allocs(j, allocs)]
     for i, job in enumerate(jobs):
         job["id"] = i
-    progress = Progress(reps * sum(len(job_allocs(j, allocs)) * j["est"] for j in jobs),
-                        reps * sum(len(job_allocs(j, allocs)) for j in jobs))
-    for rep in range(reps):
-        for job in jobs:
-            mine = job_allocs(job, allocs)
-            k = (rep + job["id"]) % len(mine)
-            for alloc in mine[k:] + mine[:k]:
-                progress.show("rep %d/%d %s %s" % (rep + 1, reps, job_label(job), alloc["name"]))
-                run = run_one(job, alloc, mode["timeout"])
-                run["rep"] = rep
-                runs.append(run)
-                progress.step(job["est"], run["status"] == "ok")
-                if run["status"] != "ok":
-                    print("%sbench: %s under %s: %s (%s)" % ("\n" if progress.tty else "",job_label(job), alloc["name"],
-                                                           run["status"].upper(), run["detail"]),
-                          file=sys.stderr)
+    todo = tasks(jobs, allocs, reps)
+    progress = Progress(sum(t[3] for t in todo), len(todo))
+    for rep, job, alloc, est, kind in todo:
+        progress.show("%s %s %s" % ("rep %d/%d" % (rep + 1, reps) if kind == "timed" else kind,
+                                    job_label(job), alloc["name"]))
+        if kind == "syscalls":
+            run = run_syscalls(job, alloc, mode["timeout"])
+        elif kind == "callgrind":
+            run = run_callgrind(job, alloc, mode["timeout"])
+        else:
+            run = run_one(job, alloc, mode["timeout"])
+        run["rep"] = rep
+        runs.append(run)
+        progress.step(est, run["status"] == "ok")
+        if run["status"] != "ok":
+            print("%sbench: %s under %s%s: %s (%s)" % (
+                "\n" if progress.tty else "", job_label(job), alloc["name"],
+                " (%s)" % kind if kind != "timed" else "", run["status"].upper(), run["detail"]),
+                file=sys.stderr)
     progress.end()
     meta["load_after"] = load()
 

@@ -5,15 +5,17 @@
 #                    [--only WORKLOAD,...] [--reps N] [--out DIR]
 #                    [--no-build] [--no-install | --install] [--no-plots]
 #
-#   --quick   the default: every workload, 3 repetitions, about 2 minutes on 2 cores
-#   --full    timed windows about 5x longer, 5 repetitions: about 10 minutes
-#   --smoke   tiny sizes, 1 repetition, seconds; exits non-zero if any run crashed,
+#   --quick   the default: every workload, 3 repetitions, about 4 minutes on 2 cores
+#   --full    timed windows about 5x longer, 5 repetitions: about 20-25 minutes
+#   --smoke   tiny sizes, 1 repetition, 10-20 seconds with the build of bench/
+#             (no callgrind); exits non-zero if any run crashed,
 #             timed out or failed its check (the test suite runs this). It installs
 #             nothing and draws plots only if the venv already has matplotlib.
 #
-# Steps: build brisk (cmake), install the missing peer allocators (apt-get, as
-# root), build bench/ programs, make the matplotlib venv (.venv-bench), then run
-# bench/run.py, which writes bench/results/<time>-<mode>/ (and bench/results/latest).
+# Steps: build brisk (cmake), install the missing peer allocators, strace and
+# valgrind (apt-get, as root), build bench/ programs, make the matplotlib venv
+# (.venv-bench), then run bench/run.py, which writes bench/results/<time>-<mode>/
+# (and bench/results/latest).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +30,7 @@ PASS=()
 VENV="$ROOT/.venv-bench"
 
 say() { echo "bench: $*" >&2; }
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -96,6 +98,11 @@ for peer in "${PEERS[@]}"; do
   set -- $peer
   [ -e "$3" ] || NEED+=("$2")
 done
+# strace counts memory syscalls (wide, sizecat), valgrind counts instructions
+# (callgrind); without them those figures are left out, with a note
+for tool in strace valgrind; do
+  command -v "$tool" > /dev/null || NEED+=("$tool")
+done
 if [ ${#NEED[@]} -gt 0 ] && [ "$INSTALL" = 1 ]; then
   apt_install "${NEED[@]}" || true
 fi
@@ -115,7 +122,7 @@ for a in "${ALLOCS[@]+"${ALLOCS[@]}"}"; do RUN_ALLOCS+=(--alloc "$a"); done
 
 # ---- 3. the benchmark programs ------------------------------------------------------
 say "building bench programs"
-make -s -C bench > bench/build/make.log 2>&1 || { cat bench/build/make.log >&2; exit 2; }
+make -s -j2 -C bench > bench/build/make.log 2>&1 || { cat bench/build/make.log >&2; exit 2; }
 
 # ---- 4. matplotlib venv --------------------------------------------------------------
 PLOT=()
