@@ -1,6 +1,7 @@
 // Reuse of freed memory: blocks freed a moment ago are handed out first
 // (core/hot.c), and what a thread holds for reuse is still counted as free
 // and given back when the thread ends.
+#include <mutex>
 #include <vector>
 
 #include "test_util.h"
@@ -153,3 +154,46 @@ void rebuild_without_calls(size_t block, size_t count) {
 TEST_F(Rebuild, HugeWorkingSetAboveTheCapIsReused) { rebuild_without_calls(3 * bt::MiB, 40); }
 
 TEST_F(Rebuild, PagedWorkingSetAboveTheCapIsReused) { rebuild_without_calls(600 * bt::KiB, 200); }
+
+// ---- Threads that come and go ------------------------------------------------
+
+// Generations of short-lived threads, each leaving some blocks to a survivor:
+// the segments they leave (abandoned) are adopted by the next generation
+// before anything new is mapped, so what brisk maps stays bounded by the
+// live set, not by the number of threads that ever ran.
+TEST(Generations, ExitedThreadsMemoryIsReusedFirst) {
+  const int kThreads = 4, kGenerations = static_cast<int>(bt::scaled(60, 20));
+  std::vector<void *> kept;
+  std::mutex mu;
+  auto generation = [&](int g) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+      ts.emplace_back([&, g, t] {
+        bt::Rng r(static_cast<uint64_t>(g * kThreads + t + 1));
+        std::vector<void *> mine(1500);
+        for (auto &p : mine) {
+          size_t n = r.below(4) == 0 ? r.range(1024, 16384) : r.range(16, 512);
+          ASSERT_NE(p = brisk_malloc(n), nullptr);
+          static_cast<char *>(p)[0] = 1;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        for (size_t i = 0; i < mine.size(); ++i)
+          if (i % 20 == 0) kept.push_back(mine[i]);
+          else brisk_free(mine[i]);
+      });
+    for (auto &t : ts) t.join();
+  };
+  for (int g = 0; g < 10; ++g) generation(g);
+  const brisk_stats_t early = bt::stats_now();
+  for (int g = 10; g < kGenerations; ++g) generation(g);
+  const brisk_stats_t late = bt::stats_now();
+  // The survivor holds 5% of every generation's blocks, so the live set
+  // grows; the mapping may grow with it (pages hold blocks of one class),
+  // not by segments per thread.
+  const size_t grew = late.mapped - early.mapped, live_grew = late.in_use - early.in_use;
+  EXPECT_LE(grew, 3 * live_grew + 16 * bt::MiB)
+      << "after 10 generations: " << bt::mib(early.mapped) << " mapped, " << bt::mib(early.in_use)
+      << " in use; after " << kGenerations << ": " << bt::mib(late.mapped) << " mapped, " << bt::mib(late.in_use)
+      << " in use (" << late.abandoned_segments << " abandoned segments)";
+  for (void *p : kept) brisk_free(p);
+}

@@ -5,29 +5,41 @@
  * reused, never stranded. */
 #include "core/core.h"
 
-/* The list and its count: pushes and pops hold the lock; the count is also
- * read without it (relaxed) as a hint that the list is worth locking. */
+/* A list per segment kind, so that a heap adopts only segments whose pages
+ * it can use. Pushes and pops hold the lock; the counts are also read
+ * without it (relaxed) as a hint that a list is worth locking. */
 static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
-static list_t abandoned;
-static _Atomic(size_t) abandoned_count;
+static list_t abandoned[PAGED_KINDS];
+static _Atomic(size_t) abandoned_count[PAGED_KINDS];
 
 void _bk_abandoned_lock(void) { pthread_mutex_lock(&abandoned_lock); }
 void _bk_abandoned_unlock(void) { pthread_mutex_unlock(&abandoned_lock); }
 
 void _bk_abandoned_push(segment_t *seg) {
   pthread_mutex_lock(&abandoned_lock);
-  list_push_front(&abandoned, &seg->link);
-  atomic_fetch_add_explicit(&abandoned_count, 1, memory_order_relaxed);
+  list_push_front(&abandoned[seg->kind], &seg->link);
+  atomic_fetch_add_explicit(&abandoned_count[seg->kind], 1, memory_order_relaxed);
   pthread_mutex_unlock(&abandoned_lock);
 }
 
-segment_t *_bk_abandoned_pop(void) {
-  if (!atomic_load_explicit(&abandoned_count, memory_order_relaxed)) return NULL;
-  pthread_mutex_lock(&abandoned_lock);
-  segment_t *seg = LIST_ENTRY(list_pop_front(&abandoned), segment_t, link);
-  if (seg) atomic_fetch_sub_explicit(&abandoned_count, 1, memory_order_relaxed);
-  pthread_mutex_unlock(&abandoned_lock);
-  return seg;
+/* One abandoned segment of `kind`, or of any kind with PAGED_KINDS. */
+segment_t *_bk_abandoned_pop(unsigned kind) {
+  unsigned first = kind < PAGED_KINDS ? kind : 0, last = kind < PAGED_KINDS ? kind : PAGED_KINDS - 1;
+  for (unsigned k = first; k <= last; k++) {
+    if (!atomic_load_explicit(&abandoned_count[k], memory_order_relaxed)) continue;
+    pthread_mutex_lock(&abandoned_lock);
+    segment_t *seg = LIST_ENTRY(list_pop_front(&abandoned[k]), segment_t, link);
+    if (seg) atomic_fetch_sub_explicit(&abandoned_count[k], 1, memory_order_relaxed);
+    pthread_mutex_unlock(&abandoned_lock);
+    if (seg) return seg;
+  }
+  return NULL;
+}
+
+static size_t abandoned_total(void) {
+  size_t n = 0;
+  for (unsigned k = 0; k < PAGED_KINDS; k++) n += atomic_load_explicit(&abandoned_count[k], memory_order_relaxed);
+  return n;
 }
 
 /* Release: a thread that later adopts the segment (and stores its own uid)
@@ -65,10 +77,10 @@ uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter) {
   return seg->pages_in_use;
 }
 
-/* h takes one abandoned segment: its live pages join h's queues, and its
- * free pages are the next h uses. False when none waits. */
-bool _bk_abandoned_adopt(heap_t *h) {
-  segment_t *seg = _bk_abandoned_pop();
+/* h takes one abandoned segment of `kind`: its live pages join h's queues,
+ * and its free pages are the next h uses. False when none waits. */
+bool _bk_abandoned_adopt(heap_t *h, unsigned kind) {
+  segment_t *seg = _bk_abandoned_pop(kind);
   if (!seg) return false;
   atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);
   PUBLISH(seg->state, SEG_STATE_OWNED);
@@ -90,10 +102,10 @@ static void push_back_all(list_t *held) {
 /* Releases abandoned segments that remote frees have emptied, so memory of
  * exited threads returns even if no thread ever adopts it. */
 size_t _bk_abandoned_drain(void) {
-  size_t n = atomic_load_explicit(&abandoned_count, memory_order_relaxed), released = 0;
+  size_t n = abandoned_total(), released = 0;
   list_t keep = {0};
   while (n-- > 0) {
-    segment_t *seg = _bk_abandoned_pop();
+    segment_t *seg = _bk_abandoned_pop(PAGED_KINDS);
     if (!seg) break;
     if (_bk_segment_collect_pages(seg, NULL) == 0) {
       _bk_segment_release(seg);
@@ -111,7 +123,7 @@ int _bk_abandoned_foreach(int (*fn)(segment_t *, void *), void *arg) {
   list_t taken = {0};
   segment_t *seg;
   int rc = 0;
-  while (!rc && (seg = _bk_abandoned_pop())) {
+  while (!rc && (seg = _bk_abandoned_pop(PAGED_KINDS))) {
     rc = fn(seg, arg);
     list_push_front(&taken, &seg->link);
   }

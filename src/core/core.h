@@ -83,10 +83,10 @@ BRISK_INTERNAL size_t _bk_segment_cache_bytes(void);
 
 /* ---- abandon.c: segments of exited threads ------------------------------ */
 BRISK_INTERNAL void _bk_abandon(segment_t *seg);
-BRISK_INTERNAL segment_t *_bk_abandoned_pop(void);
+BRISK_INTERNAL segment_t *_bk_abandoned_pop(unsigned kind);
 BRISK_INTERNAL void _bk_abandoned_push(segment_t *seg);
 BRISK_INTERNAL uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter);
-BRISK_INTERNAL bool _bk_abandoned_adopt(heap_t *h);
+BRISK_INTERNAL bool _bk_abandoned_adopt(heap_t *h, unsigned kind);
 BRISK_INTERNAL size_t _bk_abandoned_drain(void);
 /* For the layers above: fn on each abandoned segment, held off the list
  * meanwhile, until fn returns nonzero (which this returns). */

@@ -5,6 +5,20 @@
 
 /* ---- Allocation slow path ----------------------------------------------- */
 
+/* Before a segment comes from the cache or the OS, abandoned segments are
+ * adopted until one of the kind has a free page: the memory of exited
+ * threads is used first (their live pages join this heap's queues), or a
+ * program whose threads come and go strands a segment per thread and
+ * kind. Bounded, so one allocation adopts a handful at most. */
+#define ADOPT_PER_PAGE 8
+
+static void adopt_for_page(heap_t *h, unsigned kind) {
+  for (int i = 0; i < ADOPT_PER_PAGE; i++) {
+    segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link);
+    if ((seg && seg->free_page_mask) || !_bk_abandoned_adopt(h, kind)) return;
+  }
+}
+
 /* Finds a page of class cls with a free block: the queue first (collecting
  * frees, parking full pages), then adopted segments, then a fresh page. */
 static page_t *find_page(heap_t *h, unsigned cls) {
@@ -26,9 +40,11 @@ static page_t *find_page(heap_t *h, unsigned cls) {
       /* else remote frees arrived meanwhile: look at the page again */
     }
     /* Explicit heaps never adopt: destroying one would free others' blocks. */
-    if (attempt > 0 || h->is_explicit || !_bk_abandoned_adopt(h)) break;
+    if (attempt > 0 || h->is_explicit || !_bk_abandoned_adopt(h, _bk_class_segment_kind(cls))) break;
   }
-  page_t *pg = _bk_segment_page_alloc(h, _bk_class_segment_kind(cls));
+  unsigned kind = _bk_class_segment_kind(cls);
+  if (!h->is_explicit) adopt_for_page(h, kind);
+  page_t *pg = _bk_segment_page_alloc(h, kind);
   if (!pg) return NULL;
   _bk_page_init(pg, segment_of(pg), cls, h);
   _bk_heap_queue_push_front(h, pg);
