@@ -21,7 +21,7 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
    * load now, so that a list of blocks freed long ago (cold in the cache)
    * costs the program's time between two mallocs, not the malloc itself. */
   __builtin_prefetch(next);
-  PUBLISH(pg->used, pg->used + 1);
+  PUBLISH_ADD(pg->used, 1);
   stat_add(&h->stat_requested, size);
   block_handed_out(b);
   return b;
@@ -32,7 +32,7 @@ static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_lis
   block_t *b = hl->head;
   hl->head = b->next;
   __builtin_prefetch(hl->head); /* as in page_pop */
-  PUBLISH(hl->count, (uint16_t)(hl->count - 1));
+  PUBLISH_ADD(hl->count, -1);
   h->hot_bytes -= hl->block_size;
   stat_add(&h->stat_requested, size);
   block_handed_out(b);
@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg
   if (hl->count >= hl->limit || h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
   b->next = hl->head;
   hl->head = b;
-  PUBLISH(hl->count, (uint16_t)(hl->count + 1));
+  PUBLISH_ADD(hl->count, 1);
   h->hot_bytes += hl->block_size;
   return true;
 }
@@ -82,9 +82,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         block_t *b = p;
         b->next = pg->local_free;
         pg->local_free = b;
-        uint32_t used = pg->used - 1;
-        PUBLISH(pg->used, used);
-        if (unlikely(used == 0)) _bk_heap_page_emptied(h, pg);
+        if (unlikely(PUBLISH_ADD(pg->used, -1) == 0)) _bk_heap_page_emptied(h, pg);
         return;
       }
       if (pg->flags == PAGE_HOT && hot_push(h, pg, p)) return;

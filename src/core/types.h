@@ -265,7 +265,7 @@ static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
   return start;
 }
 
-static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH(*counter, *counter + n); }
+static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH_ADD(*counter, n); }
 
 /* The checked library marks freed blocks (checked.c); a block handed out
  * loses the mark. */
