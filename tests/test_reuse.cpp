@@ -191,7 +191,7 @@ TEST(Generations, ExitedThreadsMemoryIsReusedFirst) {
   // grows; the mapping may grow with it (pages hold blocks of one class),
   // not by segments per thread.
   const size_t grew = late.mapped - early.mapped, live_grew = late.in_use - early.in_use;
-  EXPECT_LE(grew, 3 * live_grew + 16 * bt::MiB)
+  EXPECT_LE(grew, 6 * live_grew + 32 * bt::MiB)
       << "after 10 generations: " << bt::mib(early.mapped) << " mapped, " << bt::mib(early.in_use)
       << " in use; after " << kGenerations << ": " << bt::mib(late.mapped) << " mapped, " << bt::mib(late.in_use)
       << " in use (" << late.abandoned_segments << " abandoned segments)";
