@@ -45,6 +45,12 @@ BRISK_INTERNAL void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap
 BRISK_INTERNAL void _bk_page_extend(page_t *pg);
 BRISK_INTERNAL void _bk_page_collect(page_t *pg);
 BRISK_INTERNAL block_t *_bk_page_block_start(const page_t *pg, const void *p);
+/* p is the start of one of the blocks the page has threaded so far. */
+static inline bool page_has_block_at(const page_t *pg, const void *p) {
+  const uint8_t *q = (const uint8_t *)p;
+  return q >= pg->start && q < pg->start + (size_t)pg->capacity * pg->block_size &&
+      (size_t)(q - pg->start) % pg->block_size == 0;
+}
 enum { PAGE_LIST_OUTSIDE = -1, PAGE_LIST_LOOPS = -2 };
 BRISK_INTERNAL long _bk_page_list_walk(const page_t *pg, const block_t *b, uint64_t *free_bits, const void **bad);
 

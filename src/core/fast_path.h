@@ -28,12 +28,17 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
 }
 
 /* The heap's hot lists (hot.c): the larger classes' recent frees. */
-static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_list_t *hl, size_t size) {
+static inline __attribute__((always_inline)) block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
   block_t *b = hl->head;
   hl->head = b->next;
-  __builtin_prefetch(hl->head); /* as in page_pop */
   PUBLISH_ADD(hl->count, -1);
   h->hot_bytes -= hl->block_size;
+  return b;
+}
+
+static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_list_t *hl, size_t size) {
+  block_t *b = hot_unlink(h, hl);
+  __builtin_prefetch(hl->head); /* as in page_pop */
   stat_add(&h->stat_requested, size);
   block_handed_out(b);
   return b;
@@ -85,7 +90,10 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         if (unlikely(PUBLISH_ADD(pg->used, -1) == 0)) _bk_heap_page_emptied(h, pg);
         return;
       }
-      if (pg->flags == PAGE_HOT && hot_push(h, pg, p)) return;
+      if (pg->flags == PAGE_HOT) {
+        if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
+        return;
+      }
     }
     _bk_heap_free_generic(seg, pg, p);
     return;

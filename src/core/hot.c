@@ -36,10 +36,7 @@ void _bk_hot_flush(heap_t *h) {
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
     hot_list_t *hl = &h->hot[cls];
     while (hl->head) {
-      block_t *b = hl->head;
-      hl->head = b->next;
-      PUBLISH(hl->count, (uint16_t)(hl->count - 1));
-      h->hot_bytes -= hl->block_size;
+      block_t *b = hot_unlink(h, hl);
       _bk_heap_free_local(h, page_of(segment_of(b), b), b);
     }
   }
@@ -57,9 +54,7 @@ long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad) {
             atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid
         ? page_of(seg, b)
         : NULL;
-    if (!pg || !pg->in_use || pg->size_class != cls || (const uint8_t *)b < pg->start ||
-        (const uint8_t *)b >= pg->start + (size_t)pg->capacity * pg->block_size ||
-        (size_t)((const uint8_t *)b - pg->start) % pg->block_size) {
+    if (!pg || !pg->in_use || pg->size_class != cls || !page_has_block_at(pg, b)) {
       *bad = b;
       return PAGE_LIST_OUTSIDE;
     }

@@ -150,9 +150,8 @@ static size_t block_offset_for(const segment_t *seg, size_t align) {
  * own, whole: cutting it would drop pages that the thread's next, bigger
  * request faults back in (a loop of buffers of varied sizes). Else a bigger
  * one from the shared cache, whole up to twice the size, else cut down to
- * size (one mremap, still cheaper than a new mapping and its first touch),
- * else
- * (unless the block must be zeroed) a smaller one grown to size, the
+ * size (one mremap, still cheaper than a new mapping and its first touch).
+ * Else (unless the block must be zeroed) a smaller one grown to size, the
  * thread's own first: its pages stay warm, only the growth is new.
  * A bounded heap counts what it maps, so it takes only blocks of its size.
  * Past a segment's alignment only a block of about the right size at a
@@ -174,7 +173,11 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
   if (!exact && (seg = take_warm_within(h, mapped, mapped * 8))) return seg;
   seg = _bk_segment_cache_take(mapped, mapped * 8, SEG_HUGE);
   if (seg) {
-    if ((!exact && seg->mapped_size <= 2 * mapped) || resize_in_place(seg, mapped) || !exact) return seg;
+    if (!exact) {
+      if (seg->mapped_size > 2 * mapped) resize_in_place(seg, mapped);
+      return seg;
+    }
+    if (resize_in_place(seg, mapped)) return seg;
     _bk_segment_release(seg);
     return NULL;
   }

@@ -87,10 +87,9 @@ void _bk_page_collect(page_t *pg) {
  * the stray link) or PAGE_LIST_LOOPS. For checks and full assertions. */
 long _bk_page_list_walk(const page_t *pg, const block_t *b, uint64_t *free_bits, const void **bad) {
   long n = 0;
-  const uint8_t *end = pg->start + (size_t)pg->capacity * pg->block_size;
   for (; b; b = b->next) {
     const uint8_t *p = (const uint8_t *)b;
-    if (p < pg->start || p >= end || (size_t)(p - pg->start) % pg->block_size) {
+    if (!page_has_block_at(pg, p)) {
       if (bad) *bad = p;
       return PAGE_LIST_OUTSIDE;
     }
