@@ -73,14 +73,33 @@ BRISK_INTERNAL void _bk_segment_release(segment_t *seg);
 BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force);
 BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
 
+/* ---- cache_policy.c: how much the caches keep unpurged ------------------ */
+BRISK_INTERNAL void _bk_cache_note_huge_live(size_t added, size_t removed);
+BRISK_INTERNAL size_t _bk_cache_in_use_recently(uint64_t now, size_t cached);
+/* A block taken back from a cache: purged or not, in it since cached_at. */
+BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now);
+/* The bytes a cache may keep unpurged: `times` the live huge blocks' size,
+ * at least `floor`, and while the program rebuilds, `rebuilding`. */
+BRISK_INTERNAL size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, size_t rebuilding, uint64_t now);
+
 /* ---- segment_cache.c: free segments any thread may take ---------------- */
 /* The shared cache holds BRISK_RESERVE in a quarter of its slots at most,
  * leaving the rest to a working set of huge blocks freed and built again. */
 #define SEGMENT_CACHE_SLOTS 1024
 #define RESERVE_MAX ((size_t)SEGMENT_CACHE_SLOTS / 4 * SEGMENT_SIZE)
+/* Unpurged, the shared cache holds at least this share of the cap (and the
+ * reserve); a thread's warm huge blocks, its hot block and at least this
+ * much beside it. More while huge blocks are live (_bk_cache_dirty_allowance). */
+#define SHARED_DIRTY_SHARE 128
+#define WARM_DIRTY ((size_t)4 << 20)
 BRISK_INTERNAL bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
+/* flags: SLOTS_COUNTED (the shared cache's slots), SLOTS_UNPURGED_ONLY. */
+#define SLOTS_COUNTED 1u
+#define SLOTS_UNPURGED_ONLY 2u
 BRISK_INTERNAL segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
-                                         unsigned kind, bool counted);
+                                         unsigned kind, unsigned flags);
+BRISK_INTERNAL void _bk_slots_trim_dirty(cache_slot_t *slots, size_t n, size_t budget);
+
 BRISK_INTERNAL bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted);
 BRISK_INTERNAL bool _bk_segment_cache_put(segment_t *seg);
 BRISK_INTERNAL segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind);

@@ -77,22 +77,36 @@ void _bk_huge_release_heap_blocks(heap_t *h) {
   }
 }
 
-static bool hot_put(heap_t *h, segment_t *seg) {
-  if (atomic_load_explicit(&h->huge_hot, memory_order_relaxed)) return false;
-  PUBLISH(seg->state, SEG_STATE_CACHED);
-  atomic_store_explicit(&h->huge_hot_seen, 0, memory_order_relaxed);
-  atomic_store_explicit(&h->huge_hot, seg, memory_order_release);
-  return true;
+/* The thread's hot block is the biggest it freed lately, kept unpurged; the
+ * block it displaces, or a smaller one freed, waits in a warm slot, where
+ * at most WARM_DIRTY bytes stay unpurged. So a loop of buffers of varied
+ * sizes reuses one block and its pages, and a program that frees many and
+ * sleeps holds about one, not a slot's worth of each (no purge pass runs
+ * while it sleeps). */
+static void warm_put(heap_t *h, segment_t *seg) {
+  segment_t *hot = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
+  if (!hot || seg->mapped_size >= hot->mapped_size) {
+    PUBLISH(seg->state, SEG_STATE_CACHED);
+    atomic_store_explicit(&h->huge_hot_seen, 0, memory_order_relaxed);
+    /* (A purge pass on another thread may have taken the old one.) */
+    seg = atomic_exchange_explicit(&h->huge_hot, seg, memory_order_acq_rel);
+    if (!seg) return;
+  }
+  if (!_bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, _bk_os_now_ms())) _bk_segment_release(seg);
+  if (!_bk_opt.realtime)
+    _bk_slots_trim_dirty(h->warm_huge, WARM_HUGE_SLOTS,
+                         _bk_cache_dirty_allowance(WARM_DIRTY, 1, SIZE_MAX, _bk_os_now_ms()));
 }
 
 /* The thread's own warm blocks (the hot one first) of a size in [min, max]. */
 static segment_t *take_warm_within(heap_t *h, size_t min, size_t max) {
-  segment_t *seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
-  if (seg) {
-    if (seg->mapped_size >= min && seg->mapped_size <= max) return seg;
-    if (!_bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, _bk_os_now_ms())) _bk_segment_release(seg);
-  }
-  return _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, min, max, SEG_HUGE, false);
+  /* (A purge pass on another thread may take the hot block meanwhile.) */
+  segment_t *seg = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
+  if (seg && seg->mapped_size >= min && seg->mapped_size <= max &&
+      atomic_compare_exchange_strong_explicit(&h->huge_hot, &seg, NULL, memory_order_acquire,
+                                              memory_order_relaxed))
+    return seg;
+  return _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, min, max, SEG_HUGE, 0);
 }
 
 static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
@@ -138,6 +152,20 @@ static segment_t *huge_grow(segment_t *seg, size_t bigger) {
   return target;
 }
 
+/* The thread's hot block, whole, up to HOT_WHOLE_MAX times the size: a
+ * loop of buffers of varied sizes reuses one block and its pages, which
+ * are resident whether the block waits or serves (glibc's heap top serves
+ * such a loop the same way). */
+#define HOT_WHOLE_MAX 16
+static segment_t *take_hot(heap_t *h, size_t mapped) {
+  segment_t *seg = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
+  if (!seg || seg->mapped_size < mapped || seg->mapped_size / HOT_WHOLE_MAX > mapped ||
+      !atomic_compare_exchange_strong_explicit(&h->huge_hot, &seg, NULL, memory_order_acquire,
+                                               memory_order_relaxed))
+    return NULL;
+  return seg;
+}
+
 /* Where a block aligned to `align` (at least 64) starts in the huge segment
  * at seg: after the header, on the alignment. Up to a segment's alignment
  * this is the same for every segment; past it, it depends on the address. */
@@ -158,7 +186,13 @@ static size_t block_offset_for(const segment_t *seg, size_t align) {
  * fitting address will do (one freed by the same kind of request). */
 static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align, size_t size) {
   bool exact = h->max_bytes != 0;
-  segment_t *seg = take_cached_within(h, mapped, exact ? mapped : mapped + mapped / 4);
+  segment_t *seg;
+  if (!exact && align <= SEGMENT_SIZE &&
+      ((seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, mapped, mapped + mapped / 4, SEG_HUGE,
+                             SLOTS_UNPURGED_ONLY)) ||
+       (seg = take_hot(h, mapped))))
+    return seg;
+  seg = take_cached_within(h, mapped, exact ? mapped : mapped + mapped / 4);
   if (align > SEGMENT_SIZE) {
     if (seg && block_offset_for(seg, align) + size > seg->mapped_size) {
       _bk_segment_release(seg);
@@ -166,10 +200,15 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
     }
     return seg;
   }
-  /* Realtime mode cannot cut a bigger block down (no mremap): handing one
-   * out whole would starve the next bigger request, which then maps anew
-   * even after a warm-up. A warm-up leaves a block of each size it used. */
-  if (seg || mapped > PTRDIFF_MAX / 8 || _bk_opt.realtime) return seg;
+  if (seg || mapped > PTRDIFF_MAX / 8) return seg;
+  /* Realtime mode cannot cut a bigger block down (no mremap): the smallest
+   * that will do, whole. A warm-up leaves a block at least as big for every
+   * request it made, though not always of its size (a warm-up serves a
+   * loop from one block). */
+  if (_bk_opt.realtime) {
+    for (size_t factor = 2; !seg && factor <= 8; factor *= 2) seg = take_cached_within(h, mapped, mapped * factor);
+    return seg ? seg : take_cached_within(h, mapped, SIZE_MAX);
+  }
   if (!exact && (seg = take_warm_within(h, mapped, mapped * 8))) return seg;
   seg = _bk_segment_cache_take(mapped, mapped * 8, SEG_HUGE);
   if (seg) {
@@ -183,7 +222,7 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
   }
   if (zero) return NULL;
   seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
-  if (!seg) seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, mapped - 1, SEG_HUGE, false);
+  if (!seg) seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, mapped - 1, SEG_HUGE, 0);
   /* A smaller one another thread left: its pages are kept by the move. */
   if (!seg && !exact) seg = _bk_segment_cache_take(mapped / 4, mapped - 1, SEG_HUGE);
   if (!seg) return NULL;
@@ -223,20 +262,22 @@ void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   }
   PUBLISH(seg->purged, 0);
   seg->live = 1;
+  _bk_cache_note_huge_live(seg->mapped_size, 0);
   return p;
 }
 
 void _bk_huge_free(segment_t *seg) {
   BRISK_ASSERT(seg->kind == SEG_HUGE && seg->block_offset < seg->mapped_size);
+  _bk_cache_note_huge_live(0, seg->mapped_size);
   heap_unlink(seg);
   /* The thread's warm blocks are bounded by their slots and a per-block
    * cap, and are not counted against the segment cache's cap: no shared
    * counter here. */
   heap_t *h = _bk_tls_heap;
-  if (h != &_bk_heap_empty && seg->mapped_size <= _bk_opt.cache_cap / WARM_HUGE_SLOTS &&
-      (hot_put(h, seg) || _bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, _bk_os_now_ms()))) {
-    /* No clock read here: a loop of huge blocks reaches the purge pass
-     * through its allocations (every 64th enters _bk_purge_maybe). */
+  if (h != &_bk_heap_empty && seg->mapped_size <= _bk_opt.cache_cap / WARM_HUGE_SLOTS) {
+    warm_put(h, seg);
+    /* A loop of huge blocks reaches the purge pass through its
+     * allocations (every 64th enters _bk_purge_maybe). */
     _bk_purge_note_pending();
     return;
   }
@@ -250,13 +291,16 @@ void *_bk_huge_realloc(segment_t *seg, void *p, size_t size) {
   if (seg->heap || _bk_opt.realtime) return NULL;
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
-  size_t need = offset + size;
-  if (need <= seg->mapped_size) {
-    if (need < seg->mapped_size / 2) resize_in_place(seg, huge_round(need));
+  size_t need = offset + size, old_size = seg->mapped_size;
+  if (need <= old_size) {
+    if (need < old_size / 2 && resize_in_place(seg, huge_round(need)))
+      _bk_cache_note_huge_live(0, old_size - seg->mapped_size);
     return p;
   }
   segment_t *grown = huge_grow(seg, huge_round(need));
-  return grown ? (uint8_t *)grown + offset : NULL;
+  if (!grown) return NULL;
+  _bk_cache_note_huge_live(grown->mapped_size - old_size, 0);
+  return (uint8_t *)grown + offset;
 }
 
 /* Purges the thread's warm huge blocks that sat for the purge delay; with
@@ -268,6 +312,5 @@ void _bk_huge_purge_warm(heap_t *h, uint64_t now, bool force) {
     return;
   }
   segment_t *seg;
-  while ((seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, SIZE_MAX, SEG_HUGE, false)))
-    _bk_segment_release(seg);
+  while ((seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, SIZE_MAX, SEG_HUGE, 0))) _bk_segment_release(seg);
 }

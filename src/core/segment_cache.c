@@ -21,35 +21,10 @@ static cache_slot_t cache_slots[SEGMENT_CACHE_SLOTS];
  * refusal, so the cap holds exactly without ordering (relaxed). */
 static _Atomic(size_t) cached_bytes;
 
-/* Unpurged bytes in the shared cache. A segment that comes in past the
- * dirty allowance is purged at once, so that bursts of freed segments (many
+/* Unpurged bytes in the shared cache. Past the allowance (cache_policy.c),
+ * the oldest are purged at once, so that bursts of freed segments (many
  * threads exiting at once) cannot hold memory for a whole purge delay. */
 static _Atomic(size_t) cached_dirty;
-
-/* The allowance follows the program: as much as it had in use lately (the
- * peak of this purge delay's window and the last one's), so a program that
- * frees its working set and builds it again reuses it warm, without a page
- * fault; and at least a sixteenth of the cache cap. Relaxed: hints, read
- * and updated on the cache's slow path only. */
-static _Atomic(uint64_t) window_start_ms;
-static _Atomic(size_t) window_peak, last_window_peak;
-
-static size_t in_use_recently(uint64_t now) {
-  size_t mapped = _bk_memory_mapped(), cached = atomic_load_explicit(&cached_bytes, memory_order_relaxed);
-  size_t in_use = mapped > cached ? mapped - cached : 0;
-  uint64_t start = atomic_load_explicit(&window_start_ms, memory_order_relaxed);
-  if (now - start >= _bk_opt.purge_delay_ms &&
-      atomic_compare_exchange_strong_explicit(&window_start_ms, &start, now, memory_order_relaxed,
-                                              memory_order_relaxed)) {
-    atomic_store_explicit(&last_window_peak, atomic_load_explicit(&window_peak, memory_order_relaxed),
-                          memory_order_relaxed);
-    atomic_store_explicit(&window_peak, in_use, memory_order_relaxed);
-  }
-  size_t peak = atomic_load_explicit(&window_peak, memory_order_relaxed);
-  if (in_use > peak) atomic_store_explicit(&window_peak, peak = in_use, memory_order_relaxed);
-  size_t last = atomic_load_explicit(&last_window_peak, memory_order_relaxed);
-  return peak > last ? peak : last;
-}
 
 static void dirty_account(segment_t *seg, bool add) {
   if (seg->purged) return;
@@ -58,6 +33,7 @@ static void dirty_account(segment_t *seg, bool add) {
 }
 
 static void purge_cached(segment_t *seg);
+static void trim_dirty(cache_slot_t *slots, size_t n, size_t budget, bool counted);
 
 static size_t slot_tag(const segment_t *seg) {
   return seg->mapped_size | seg->kind | (seg->purged ? TAG_PURGED : 0);
@@ -71,12 +47,12 @@ static size_t cache_limit(void) { return _bk_opt.cache_cap + _bk_opt.reserve; }
 
 /* The cap, or what the program had in use lately if that is more: a
  * program that frees a working set bigger than the cap and builds it again
- * must not map it anew (purged, what waits costs address space only). The
- * unpurged part is bounded by what it had in use lately, and at least a
- * sixteenth of the cap. */
+ * must not map it anew (purged, what waits costs address space only).
+ * Unpurged: the reserve, and what cache_policy.c allows. */
 static size_t cache_allowance(uint64_t now, size_t *dirty) {
-  size_t limit = cache_limit(), recent = in_use_recently(now);
-  *dirty = recent > limit / 16 ? recent : limit / 16;
+  size_t limit = cache_limit();
+  size_t recent = _bk_cache_in_use_recently(now, atomic_load_explicit(&cached_bytes, memory_order_relaxed));
+  *dirty = _bk_opt.reserve + _bk_cache_dirty_allowance(_bk_opt.cache_cap / SHARED_DIRTY_SHARE, 2, recent, now);
   return recent > limit ? recent : limit;
 }
 
@@ -112,9 +88,17 @@ bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since
   return false;
 }
 
+/* An unpurged segment that fits, else a purged one: its pages are resident
+ * and would be purged next. */
 segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind,
-                          bool counted) {
-  for (size_t i = 0; i < n; i++) {
+                          unsigned flags) {
+  bool counted = flags & SLOTS_COUNTED, purged_fits = false, take_purged = false;
+  for (size_t i = 0;; i++) {
+    if (i == n) {
+      if (!purged_fits || take_purged || (flags & SLOTS_UNPURGED_ONLY)) return NULL;
+      i = 0;
+      take_purged = true;
+    }
     segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
     if (!seg || seg == SLOT_BUSY) continue;
     size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
@@ -122,9 +106,15 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
     bool fits = kind == SEG_HUGE ? (tag & 3) == SEG_HUGE && size >= min_size && size <= max_size
                                  : (tag & 3) != SEG_HUGE && size == SEGMENT_SIZE;
     if (!fits) continue;
+    if ((tag & TAG_PURGED) && !take_purged) {
+      purged_fits = true;
+      continue;
+    }
+    uint64_t since = atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
     if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
                                                  memory_order_relaxed))
       continue;
+    _bk_cache_note_reuse(tag & TAG_PURGED, since, _bk_os_now_ms());
     bool really = kind == SEG_HUGE
         ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size && seg->mapped_size <= max_size
         : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
@@ -138,9 +128,7 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
       _bk_segment_unmap(seg);
     }
   }
-  return NULL;
 }
-
 
 bool _bk_segment_cache_put(segment_t *seg) {
   /* A local copy: once in a slot the segment is another thread's to take. */
@@ -148,10 +136,10 @@ bool _bk_segment_cache_put(segment_t *seg) {
   seg->cached_at_ms = now;
   size_t dirty_max, allowance = cache_allowance(now, &dirty_max);
   if (!cache_reserve(seg->mapped_size, allowance)) return false;
-  if (!seg->purged && atomic_load_explicit(&cached_dirty, memory_order_relaxed) + seg->mapped_size > dirty_max)
-    purge_cached(seg);
   dirty_account(seg, true);
   if (_bk_slots_put(cache_slots, SEGMENT_CACHE_SLOTS, seg, now)) {
+    if (atomic_load_explicit(&cached_dirty, memory_order_relaxed) > dirty_max && !_bk_opt.realtime)
+      trim_dirty(cache_slots, SEGMENT_CACHE_SLOTS, dirty_max, true);
     _bk_purge_note_pending();
     _bk_purge_tick(now);
     return true;
@@ -163,7 +151,7 @@ bool _bk_segment_cache_put(segment_t *seg) {
 
 segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind) {
   if (!atomic_load_explicit(&cached_bytes, memory_order_relaxed)) return NULL;
-  segment_t *seg = _bk_slots_take(cache_slots, SEGMENT_CACHE_SLOTS, min_size, max_size, kind, true);
+  segment_t *seg = _bk_slots_take(cache_slots, SEGMENT_CACHE_SLOTS, min_size, max_size, kind, SLOTS_COUNTED);
   if (seg) {
     cache_unreserve(seg->mapped_size);
     dirty_account(seg, false);
@@ -179,6 +167,48 @@ static void purge_cached(segment_t *seg) {
   if (_bk_memory_purge(header_end, (size_t)((uint8_t *)seg + seg->mapped_size - header_end)))
     PUBLISH(seg->purged, 1);
 }
+
+/* Purges the unpurged segments in `slots`, oldest first, until those left
+ * unpurged come to at most `budget` bytes. */
+static void trim_dirty(cache_slot_t *slots, size_t n, size_t budget, bool counted) {
+  for (;;) {
+    size_t dirty = 0, oldest = n;
+    uint64_t oldest_since = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+      segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_relaxed);
+      size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
+      if (!seg || seg == SLOT_BUSY || (tag & TAG_PURGED)) continue;
+      dirty += tag & ~(size_t)(OS_PAGE_SIZE - 1);
+      uint64_t since = atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
+      if (since < oldest_since) {
+        oldest_since = since;
+        oldest = i;
+      }
+    }
+    if (dirty <= budget || oldest == n) return;
+    segment_t *seg = atomic_load_explicit(&slots[oldest].seg, memory_order_acquire);
+    if (!seg || seg == SLOT_BUSY ||
+        !atomic_compare_exchange_strong_explicit(&slots[oldest].seg, &seg, NULL, memory_order_acquire,
+                                                 memory_order_relaxed))
+      continue;
+    if (counted) dirty_account(seg, false);
+    purge_cached(seg);
+    bool purged = seg->purged; /* (once put back, the segment is not ours) */
+    if (counted) dirty_account(seg, true);
+    if (!_bk_slots_put(slots, n, seg, oldest_since)) {
+      if (counted) {
+        dirty_account(seg, false);
+        cache_unreserve(seg->mapped_size);
+        _bk_segment_unmap(seg);
+      } else if (!_bk_segment_cache_put(seg)) { /* (a warm huge block: no heap, no owner) */
+        _bk_segment_unmap(seg);
+      }
+    }
+    if (!purged) return; /* realtime mode: nothing is purged */
+  }
+}
+
+void _bk_slots_trim_dirty(cache_slot_t *slots, size_t n, size_t budget) { trim_dirty(slots, n, budget, false); }
 
 /* Purges (or with force, unmaps) what has sat in `slots` for the purge
  * delay. Returns whether something is still waiting to be purged. */
