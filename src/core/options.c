@@ -34,8 +34,10 @@ static const struct option_info {
     [BRISK_OPTION_BACKGROUND_PURGE] = {"BRISK_BACKGROUND_PURGE", OPT_BOOL},
 };
 
-/* Read by the library but not an option (a path, read at exit). */
-static const char *const other_variables[] = {"BRISK_STATS_JSON", NULL};
+/* Read by the library but not options: read at exit by extra/report.c
+ * (set by brisk-run, documented with it). */
+static const char *const other_variables[] = {"BRISK_STATS_JSON",      "BRISK_REPORT_FILE",    "BRISK_REPORT_ROOT",
+                                              "BRISK_REPORT_CHILDREN", "BRISK_LEAK_EXIT_CODE", NULL};
 /* Variables of brisk's own tools and test suite: not warned about. */
 static const char *const tool_variables[] = {"BRISK_LIB", "BRISK_BUILD_DIR", "BRISK_ASAN_SCALE",
                                              "BRISK_TSAN_SCALE", NULL};
