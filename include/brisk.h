@@ -23,12 +23,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* BRISK_VERSION_MAJOR, _MINOR, _PATCH and BRISK_VERSION_STRING: generated
+ * by the build (cmake/brisk_version.h.in) and installed beside this file. */
+#include "brisk_version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define BRISK_VERSION_MAJOR 0
-#define BRISK_VERSION_MINOR 1
 
 #if defined(__GNUC__)
 #define BRISK_API __attribute__((visibility("default")))
@@ -37,6 +38,13 @@ extern "C" {
 #define BRISK_API
 #define BRISK_MALLOC_ATTR
 #endif
+
+/* ---- Version ------------------------------------------------------------ */
+
+/* The version of the library loaded ("0.1.0"), which may differ from the
+ * BRISK_VERSION_STRING the program was compiled with; the major versions
+ * match when the dynamic linker accepted the SONAME. */
+BRISK_API const char *brisk_version(void);
 
 /* ---- The malloc family -------------------------------------------------- */
 

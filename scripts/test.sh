@@ -6,13 +6,21 @@
 #      LD_PRELOAD=libbrisk.so, the statically linked C++ test)
 #   3. scripts/lint.sh --objects build (layers, system calls, file sizes,
 #      prototypes, the symbol graph of the Release objects, clang-format)
-#   4. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
-#   5. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
-#   6. scripts/bench.sh --smoke, when that script exists
-# Exits non-zero when anything failed; ends with a summary.
+#   4. clang: the Release build with clang/clang++ in build-clang/, which must
+#      be free of warnings (as the gcc build must), and its GoogleTest suites
+#      (the programs under LD_PRELOAD and the install test run with gcc only)
+#   5. arm64: the library and the core unit tests cross-built for aarch64 in
+#      build-arm64/ (Debian's gcc-aarch64-linux-gnu, GoogleTest from its
+#      sources) and run under qemu-aarch64, test_page_size at 4, 16, 64 KiB
+#   6. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
+#   7. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
+#   8. scripts/bench.sh --smoke, when that script exists
+# clang and arm64 install their tools when missing, and are skipped with a
+# message when that fails. Exits non-zero when anything failed; ends with a
+# summary.
 #
 #   scripts/test.sh                 everything
-#   scripts/test.sh release asan    only the named stages (deps release lint asan tsan bench)
+#   scripts/test.sh release asan    only the named stages (deps release lint clang arm64 asan tsan bench)
 #   JOBS=N                          parallel build and test jobs (default: nproc)
 #   BRISK_ASAN_SCALE / BRISK_TSAN_SCALE   BRISK_TEST_SCALE for the sanitizer runs
 set -uo pipefail
@@ -24,7 +32,7 @@ LOGDIR="$ROOT/build-logs"
 mkdir -p "$LOGDIR"
 
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release lint asan tsan bench)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release lint clang arm64 asan tsan bench)
 want() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 SUMMARY=()
@@ -45,7 +53,7 @@ record() {  # record <stage> <status> <seconds> [detail]
 install_deps() {
   local missing=() cmd pkg
   for pair in cmake:cmake g++:g++ gcc:gcc make:make python3:python3 git:git sqlite3:sqlite3 \
-              awk:gawk clang-format:clang-format; do
+              awk:gawk clang-format:clang-format pkg-config:pkgconf; do
     cmd=${pair%%:*}; pkg=${pair#*:}
     command -v "$cmd" >/dev/null 2>&1 || missing+=("$pkg")
   done
@@ -77,14 +85,31 @@ install_deps() {
   return 0
 }
 
+# install_optional <stage> <packages...>: installs them (apt-get) for a stage
+# that can be skipped; false, with a message, when that is not possible.
+install_optional() {
+  local stage=$1 sudo=""; shift
+  echo "$stage: installing $*"
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "$stage: need root (or sudo) to install $*"; return 1; }
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  { $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends "$@"; } >/dev/null 2>&1 ||
+    { echo "$stage: could not install $*"; return 1; }
+}
+
 # ---- helpers -----------------------------------------------------------------
-# run_ctest <stage> <build-dir> [env...]: runs ctest there, adds to the totals.
+# run_ctest <stage> <build-dir> [env...] [-- ctest args...]: runs ctest there,
+# adds to the totals. An argument starting with - ends the environment.
 run_ctest() {
   local stage=$1 dir=$2; shift 2
-  local log="$LOGDIR/$stage-ctest.log" t0 rc launcher=()
+  local log="$LOGDIR/$stage-ctest.log" t0 rc launcher=() envs=()
+  while [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; do envs+=("$1"); shift; done
+  [ "${1:-}" = -- ] && shift
   t0=$(date +%s)
   if [ -n "${TSAN_LAUNCHER:-}" ] && [ "$stage" = tsan ]; then launcher=($TSAN_LAUNCHER); fi
-  (cd "$dir" && env "$@" "${launcher[@]}" ctest --output-on-failure -j"$JOBS" --timeout 900) 2>&1 | tee "$log"
+  (cd "$dir" && env "${envs[@]}" "${launcher[@]}" ctest --output-on-failure -j"$JOBS" --timeout 900 "$@") 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   local total failed skipped passed
   total=$(sed -nE 's/.*tests failed out of ([0-9]+).*/\1/p' "$log" | tail -1)
@@ -110,15 +135,27 @@ run_ctest() {
   record "$stage tests" "$status" $(( $(date +%s) - t0 )) "$detail"
 }
 
-# build <stage> <dir> <cmake args...>
+# build <stage> <dir> <cmake args...> [-- <build targets...>]
+# The release and clang builds must not warn: every object is rebuilt (a
+# warning of an object built earlier would not show again).
 build() {
   local stage=$1 dir=$2; shift 2
-  local t0 log="$LOGDIR/$stage-build.log"
+  local t0 log="$LOGDIR/$stage-build.log" args=() targets=() clean=()
+  if [ "$stage" = release ] || [ "$stage" = clang ]; then clean=(--clean-first); fi
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; for t in "$@"; do targets+=(--target "$t"); done; }
   t0=$(date +%s)
   note "$stage: configure and build in $dir"
-  if cmake -S "$ROOT" -B "$ROOT/$dir" -DBRISK_BUILD_TESTS=ON "$@" >"$log" 2>&1 &&
-     cmake --build "$ROOT/$dir" -j"$JOBS" >>"$log" 2>&1; then
+  if cmake -S "$ROOT" -B "$ROOT/$dir" -DBRISK_BUILD_TESTS=ON "${args[@]}" >"$log" 2>&1 &&
+     cmake --build "$ROOT/$dir" -j"$JOBS" "${clean[@]}" "${targets[@]}" >>"$log" 2>&1; then
     tail -3 "$log"
+    if [ "$stage" = release ] || [ "$stage" = clang ]; then
+      if grep -q "warning:" "$log"; then
+        grep -A3 "warning:" "$log" | head -40
+        record "$stage build" FAIL $(( $(date +%s) - t0 )) "$(grep -c "warning:" "$log") compiler warnings, see $log"
+        return 1
+      fi
+    fi
     record "$stage build" ok $(( $(date +%s) - t0 ))
     return 0
   fi
@@ -165,6 +202,41 @@ if want lint; then
     record lint ok $(( $(date +%s) - t0 ))
   else
     record lint FAIL $(( $(date +%s) - t0 )) "$(tail -1 "$log" | sed 's/^lint: //'), see $log"
+  fi
+fi
+
+if want clang; then
+  if command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1 || install_optional clang clang; then
+    if build clang build-clang -DCMAKE_BUILD_TYPE=Release -DBRISK_SANITIZE= \
+         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++; then
+      note "clang: ctest (GoogleTest suites and the other in-process tests)"
+      run_ctest clang build-clang -LE "preload|install"
+    fi
+  else
+    record clang skip 0 "clang could not be installed"
+  fi
+fi
+
+# The core unit tests that run on arm64 (ctest labels), each gtest case in
+# its own process under qemu-user through CMAKE_CROSSCOMPILING_EMULATOR.
+ARM64_TESTS=(test_api test_align test_realloc test_huge test_threads test_heaps test_pools test_stats
+             test_check_visit test_page_size)
+if want arm64; then
+  have_cross() {
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 &&
+      command -v qemu-aarch64 >/dev/null 2>&1 && [ -f /usr/src/googletest/CMakeLists.txt ]
+  }
+  if have_cross || { install_optional arm64 gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user libgtest-dev &&
+                     have_cross; }; then
+    if build arm64 build-arm64 -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
+         -DCMAKE_BUILD_TYPE=Release -DBRISK_SANITIZE= -- brisk brisk_static brisk_core "${ARM64_TESTS[@]}"; then
+      note "arm64: ctest under qemu-aarch64"
+      labels=$(IFS='|'; echo "${ARM64_TESTS[*]}")
+      run_ctest arm64 build-arm64 BRISK_TEST_SCALE="${BRISK_ARM64_SCALE:-0.25}" -- \
+        -L "^(${labels/test_page_size/page_size})\$"
+    fi
+  else
+    record arm64 skip 0 "the aarch64 cross compilers or qemu-user could not be installed"
   fi
 fi
 

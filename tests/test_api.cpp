@@ -32,9 +32,15 @@ struct LibcMalloc {
 
 }  // namespace
 
-TEST(Api, VersionMacros) {
-  EXPECT_EQ(BRISK_VERSION_MAJOR, 0);
-  EXPECT_GE(BRISK_VERSION_MINOR, 1);
+// The macros, the string and the loaded library agree (the tests run the
+// library of the same build).
+TEST(Api, VersionMacrosMatchTheLoadedLibrary) {
+  char want[64];
+  snprintf(want, sizeof want, "%d.%d.%d", BRISK_VERSION_MAJOR, BRISK_VERSION_MINOR, BRISK_VERSION_PATCH);
+  EXPECT_STREQ(BRISK_VERSION_STRING, want);
+  ASSERT_NE(brisk_version(), nullptr);
+  EXPECT_STREQ(brisk_version(), BRISK_VERSION_STRING);
+  EXPECT_EQ(BRISK_VERSION_NUMBER, BRISK_VERSION_MAJOR * 10000 + BRISK_VERSION_MINOR * 100 + BRISK_VERSION_PATCH);
 }
 
 TEST(Api, MallocZeroGivesUniqueFreeablePointers) {

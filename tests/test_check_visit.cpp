@@ -167,11 +167,11 @@ int record_plain(void *block, size_t size, void *arg) {
 // no other block is visited.
 void visit_held_blocks(bool nothing_else) {
   on_fresh_thread([nothing_else] {
-    const size_t n = 502;
+    static constexpr size_t n = 502;
     // The freeing thread starts first: starting a thread allocates (glibc's
     // per-thread tables), and those blocks are in the baseline below.
     std::atomic<bool> go{false}, started{false};
-    std::thread other([n, &go, &started] {
+    std::thread other([&go, &started] {
       started.store(true);
       while (!go.load()) std::this_thread::yield();
       for (size_t i = 5; i < n; i += 10) {

@@ -4,6 +4,8 @@
  * the overrides (override.c) call these. */
 #include "api/api.h"
 
+const char *brisk_version(void) { return BRISK_VERSION_STRING; }
+
 void *brisk_malloc(size_t size) { return malloc_fast(size); }
 void brisk_free(void *p) { free_fast(p); }
 

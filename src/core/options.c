@@ -22,20 +22,29 @@ static const struct option_info {
   long long min, max;
   const char *zero_means;
 } options[BRISK_OPTION_COUNT] = {
-    [BRISK_OPTION_SHOW_STATS] = {"BRISK_SHOW_STATS", OPT_BOOL},
-    [BRISK_OPTION_VERBOSE] = {"BRISK_VERBOSE", OPT_BOOL},
-    [BRISK_OPTION_PURGE_DELAY_MS] = {"BRISK_PURGE_DELAY_MS", OPT_NUMBER, 0, PURGE_DELAY_MAX},
-    [BRISK_OPTION_MAX_BYTES] = {"BRISK_MAX_BYTES", OPT_SIZE, MAX_BYTES_MIN, ADDRESS_SPACE, "no cap"},
-    [BRISK_OPTION_CACHE_CAP] = {"BRISK_CACHE_CAP", OPT_SIZE, 0, ADDRESS_SPACE},
-    [BRISK_OPTION_HUGEPAGES] = {"BRISK_HUGEPAGES", OPT_BOOL},
-    [BRISK_OPTION_RESERVE] = {"BRISK_RESERVE", OPT_SIZE, 0, (long long)RESERVE_MAX},
-    [BRISK_OPTION_REALTIME] = {"BRISK_REALTIME", OPT_BOOL},
-    [BRISK_OPTION_LEAK_REPORT] = {"BRISK_LEAK_REPORT", OPT_BOOL},
-    [BRISK_OPTION_BACKGROUND_PURGE] = {"BRISK_BACKGROUND_PURGE", OPT_BOOL},
+    [BRISK_OPTION_SHOW_STATS] = {.env = "BRISK_SHOW_STATS", .kind = OPT_BOOL},
+    [BRISK_OPTION_VERBOSE] = {.env = "BRISK_VERBOSE", .kind = OPT_BOOL},
+    [BRISK_OPTION_PURGE_DELAY_MS] = {.env = "BRISK_PURGE_DELAY_MS",
+                                     .kind = OPT_NUMBER,
+                                     .min = 0,
+                                     .max = PURGE_DELAY_MAX},
+    [BRISK_OPTION_MAX_BYTES] = {.env = "BRISK_MAX_BYTES",
+                                .kind = OPT_SIZE,
+                                .min = MAX_BYTES_MIN,
+                                .max = ADDRESS_SPACE,
+                                .zero_means = "no cap"},
+    [BRISK_OPTION_CACHE_CAP] = {.env = "BRISK_CACHE_CAP", .kind = OPT_SIZE, .min = 0, .max = ADDRESS_SPACE},
+    [BRISK_OPTION_HUGEPAGES] = {.env = "BRISK_HUGEPAGES", .kind = OPT_BOOL},
+    [BRISK_OPTION_RESERVE] = {.env = "BRISK_RESERVE", .kind = OPT_SIZE, .min = 0, .max = (long long)RESERVE_MAX},
+    [BRISK_OPTION_REALTIME] = {.env = "BRISK_REALTIME", .kind = OPT_BOOL},
+    [BRISK_OPTION_LEAK_REPORT] = {.env = "BRISK_LEAK_REPORT", .kind = OPT_BOOL},
+    [BRISK_OPTION_BACKGROUND_PURGE] = {.env = "BRISK_BACKGROUND_PURGE", .kind = OPT_BOOL},
 };
 
-/* Read by the library but not an option (a path, read at exit). */
-static const char *const other_variables[] = {"BRISK_STATS_JSON", NULL};
+/* Read by the library but not options: read at exit by extra/report.c
+ * (set by brisk-run, documented with it). */
+static const char *const other_variables[] = {"BRISK_STATS_JSON",      "BRISK_REPORT_FILE",    "BRISK_REPORT_ROOT",
+                                              "BRISK_REPORT_CHILDREN", "BRISK_LEAK_EXIT_CODE", NULL};
 /* Variables of brisk's own tools and test suite: not warned about. */
 static const char *const tool_variables[] = {"BRISK_LIB", "BRISK_BUILD_DIR", "BRISK_ASAN_SCALE",
                                              "BRISK_TSAN_SCALE", NULL};

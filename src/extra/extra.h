@@ -55,6 +55,7 @@ BRISK_INTERNAL void _bk_report_at_exit(void);
 /* The page's free blocks (all three lists), setting their bits in
  * free_bits when given; -1 on a broken list (brisk_check_message says how). */
 BRISK_INTERNAL long _bk_page_free_blocks(const page_t *pg, uint64_t *free_bits);
-BRISK_INTERNAL void _bk_leak_report(int fd);
+/* The live blocks at exit, labelled with the process; returns their count. */
+BRISK_INTERNAL uint64_t _bk_leak_report(int fd, long pid, const char *command);
 
 #endif

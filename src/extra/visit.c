@@ -161,7 +161,7 @@ static int by_bytes_desc(const void *a, const void *b) {
 }
 
 /* Live blocks at exit, grouped by size class, the most bytes first. */
-void _bk_leak_report(int fd) {
+uint64_t _bk_leak_report(int fd, long pid, const char *command) {
   static leak_table_t table; /* no allocation at exit */
   memset(&table, 0, sizeof table);
   brisk_visit_blocks(count_leak, &table);
@@ -173,9 +173,9 @@ void _bk_leak_report(int fd) {
     blocks += table.group[i].count;
     bytes += table.group[i].bytes;
   }
-  int n = snprintf(line, sizeof line, "brisk leak report: %llu live blocks, %zu bytes\n",
-                   (unsigned long long)blocks, bytes);
-  if (!_bk_os_write_all(fd, line, (size_t)n)) return;
+  int n = snprintf(line, sizeof line, "brisk leak report: %llu live blocks, %zu bytes (pid %ld, %s)\n",
+                   (unsigned long long)blocks, bytes, pid, command);
+  if (!_bk_os_write_all(fd, line, (size_t)n)) return blocks;
   for (int i = 0; i <= CLASS_COUNT && table.group[i].count; i++) {
     if (table.group[i].size)
       n = snprintf(line, sizeof line, "  %8llu blocks of %8zu bytes  %12zu bytes\n",
@@ -183,6 +183,7 @@ void _bk_leak_report(int fd) {
     else
       n = snprintf(line, sizeof line, "  %8llu huge blocks            %12zu bytes\n",
                    (unsigned long long)table.group[i].count, table.group[i].bytes);
-    if (!_bk_os_write_all(fd, line, (size_t)n)) return;
+    if (!_bk_os_write_all(fd, line, (size_t)n)) return blocks;
   }
+  return blocks;
 }

@@ -112,7 +112,25 @@ size_t _bk_os_readable(const void *p, size_t want) {
   return readable < want ? readable : want;
 }
 
-size_t _bk_os_page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+size_t _bk_os_page;
+
+/* Threads that race here store the same value. */
+size_t _bk_os_page_init(void) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0 || (size_t)page > OS_PAGE_MAX || (page & (page - 1)))
+    _bk_fatal("the OS page size is %ld bytes: brisk supports powers of two up to %zu", page, OS_PAGE_MAX);
+  __atomic_store_n(&_bk_os_page, (size_t)page, __ATOMIC_RELAXED);
+  return (size_t)page;
+}
+
+bool _bk_os_page_size_force(size_t size) {
+  size_t real = (size_t)sysconf(_SC_PAGESIZE);
+  if (size < real || size > OS_PAGE_MAX || (size & (size - 1)) || size % real) return false;
+  __atomic_store_n(&_bk_os_page, size, __ATOMIC_RELAXED);
+  return true;
+}
+
+size_t _bk_os_page_size(void) { return os_page_size(); }
 
 uint64_t _bk_os_now_ms(void) {
   struct timespec ts;
@@ -143,6 +161,10 @@ int _bk_os_create_file(const char *path) { return open(path, O_WRONLY | O_CREAT 
 int _bk_os_dup(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 3); }
 
 void _bk_os_close(int fd) { close(fd); }
+
+int _bk_os_append_file(const char *path) { return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644); }
+
+void _bk_os_exit(int status) { _exit(status); }
 
 static void vmessage(const char *prefix, const char *fmt, va_list ap) {
   char buf[1024];

@@ -13,7 +13,24 @@
 
 #define BRISK_INTERNAL __attribute__((visibility("hidden")))
 
-#define OS_PAGE_SIZE 4096
+/* The OS page size, read from the kernel (sysconf) the first time anything
+ * asks, before brisk maps memory; never assumed. The core's geometry holds
+ * for pages of 4 KiB up to OS_PAGE_MAX (its small pages are 64 KiB): brisk
+ * refuses to start on a bigger one. */
+#define OS_PAGE_MAX ((size_t)64 * 1024)
+BRISK_INTERNAL extern size_t _bk_os_page;
+BRISK_INTERNAL size_t _bk_os_page_init(void);
+static inline size_t os_page_size(void) {
+  size_t page = __atomic_load_n(&_bk_os_page, __ATOMIC_RELAXED);
+  return __builtin_expect(page != 0, 1) ? page : _bk_os_page_init();
+}
+#define OS_PAGE_SIZE os_page_size()
+/* For tests only: brisk works in pages of `size` bytes (a power of two, a
+ * multiple of the real page, at most OS_PAGE_MAX) from now on. Called
+ * before brisk maps anything, it lets a machine with 4 KiB pages run the
+ * code as on one with 16 or 64 KiB pages. Hidden: not in libbrisk.so's
+ * exports, local in the archives; tests link the objects. */
+BRISK_INTERNAL bool _bk_os_page_size_force(size_t size);
 
 /* ---- Address space ------------------------------------------------------ */
 
@@ -63,6 +80,10 @@ BRISK_INTERNAL int _bk_os_create_file(const char *path);
 /* A close-on-exec copy of fd numbered 3 or above; -1 on failure. */
 BRISK_INTERNAL int _bk_os_dup(int fd);
 BRISK_INTERNAL void _bk_os_close(int fd);
+/* Opens path for appending (created if missing, close-on-exec); -1 on failure. */
+BRISK_INTERNAL int _bk_os_append_file(const char *path);
+/* Ends the process at once with status (no more atexit handlers). */
+BRISK_INTERNAL _Noreturn void _bk_os_exit(int status);
 
 /* One line "brisk: warning: ..." / "brisk: error: ..." on stderr, written
  * without stdio and without allocating; fatal then aborts. */

@@ -48,12 +48,22 @@ grep -q "brisk statistics" "$TMP/out.txt" && fail "--stats wrote to stdout"
 grep -q "brisk statistics" "$TMP/err" || fail "--stats: no table for python3"
 echo "ok: --stats"
 
-# ---- --leaks: the report names what the program leaked.
-"$RUN" --leaks -- "$PROBE" leak > "$TMP/out.txt" 2> "$TMP/err" || fail "brisk-run --leaks probe failed"
+# ---- --leaks: the report names what the program leaked, and the exit
+# status says so (23); a program that leaks nothing keeps its status.
+rc=0; "$RUN" --leaks -- "$PROBE" leak > "$TMP/out.txt" 2> "$TMP/err" || rc=$?
+[ "$rc" = 23 ] || fail "brisk-run --leaks on a leaking program: exit status $rc, expected 23: $(cat "$TMP/err")"
 grep -q "^brisk leak report: [0-9]* live blocks" "$TMP/err" || fail "--leaks: no report: $(cat "$TMP/err")"
 grep -qE '^ +1000 blocks of +224 bytes +224000 bytes$' "$TMP/err" || fail "--leaks: the leaked blocks are not named"
+grep -q "leaked" "$TMP/out.txt" || fail "--leaks: the program's stdout was lost on the way out: $(cat "$TMP/out.txt")"
+"$RUN" --leaks -- true 2> "$TMP/err" || fail "brisk-run --leaks true: exit status $?: $(cat "$TMP/err")"
+grep -q "^brisk leak report: 0 live blocks, 0 bytes (pid [0-9]*, true)$" "$TMP/err" ||
+  fail "--leaks true: $(cat "$TMP/err")"
+rc=0; "$RUN" --leaks -- sh -c 'exit 5' 2> "$TMP/err" || rc=$?
+[ "$rc" = 5 ] || fail "--leaks: a program's own exit status $rc, expected 5"
+rc=0
 "$RUN" --leaks -- python3 -c 'import json; print(json.dumps({"a": list(range(10))}))' > "$TMP/out.txt" 2> "$TMP/err" ||
-  fail "brisk-run --leaks python3 failed"
+  rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 23 ] || fail "brisk-run --leaks python3 failed ($rc)"
 grep -q '"a": \[0, 1' "$TMP/out.txt" || fail "python3 output under --leaks: $(cat "$TMP/out.txt")"
 grep -q "^brisk leak report: [0-9]* live blocks" "$TMP/err" || fail "--leaks: no report for python3"
 grep -qE '^ +[0-9]+ blocks of +[0-9]+ bytes +[0-9]+ bytes$' "$TMP/err" || fail "--leaks: no group lines for python3"
@@ -72,7 +82,7 @@ assert d["requested"] > 0 and d["os"]["mmap"] > 0 and d["heaps"]["thread"] >= 1
 EOF
 # Combined, with a python3 program.
 "$RUN" --stats --leaks --json "$TMP/p.json" -- python3 -c 'x = [str(i) * 3 for i in range(20000)]; print(len(x))' \
-  > "$TMP/out.txt" 2> "$TMP/err" || fail "brisk-run --stats --leaks --json python3 failed"
+  > "$TMP/out.txt" 2> "$TMP/err" || [ $? = 23 ] || fail "brisk-run --stats --leaks --json python3 failed"
 [ "$(cat "$TMP/out.txt")" = 20000 ] || fail "python3 printed $(cat "$TMP/out.txt")"
 grep -q "brisk statistics" "$TMP/err" || fail "combined: no table"
 grep -q "brisk leak report" "$TMP/err" || fail "combined: no leak report"
@@ -87,9 +97,73 @@ n=$(ls "$TMP/cwd" | grep -cE '^tree-[0-9]+\.json$' || true)
 # (the two sorts at least; a shell may leave by _exit, which runs no report)
 [ "$n" -ge 2 ] || fail "--json tree-%p.json: expected a file per sort process, got: $(ls "$TMP/cwd" | tr '\n' ' ')"
 for f in "$TMP"/cwd/tree-*.json; do
-  python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["version"] == 1' "$f" || fail "bad JSON in $f"
+  python3 - "$f" <<'EOF' || fail "bad JSON in $f: $(cat "$f")"
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+assert d["version"] == 1
+assert str(d["pid"]) in os.path.basename(sys.argv[1]) and d["command"] in ("sort", "sh"), d
+assert isinstance(d["in_use"], int) and isinstance(d["tiers"]["small"]["reserved"], int)
+EOF
 done
 echo "ok: --json"
+
+# ---- --help, --version: exit 0, on stdout.
+"$RUN" --help > "$TMP/out.txt" 2> "$TMP/err" || fail "brisk-run --help: exit status $?"
+for word in "usage: brisk-run" --stats --leaks --json --children --output --checked --version; do
+  grep -q -- "$word" "$TMP/out.txt" || fail "--help does not mention $word: $(cat "$TMP/out.txt")"
+done
+[ ! -s "$TMP/err" ] || fail "--help wrote to stderr"
+"$RUN" --version > "$TMP/out.txt" || fail "brisk-run --version: exit status $?"
+grep -qE '^brisk-run [0-9]+\.[0-9]+\.[0-9]+$' "$TMP/out.txt" || fail "--version: $(cat "$TMP/out.txt")"
+echo "ok: --help, --version"
+
+# ---- Labels and units: the table names the process (pid kept by exec),
+# sizes in KiB/MiB/GiB; raw bytes stay in the JSON (above).
+"$RUN" --stats -- sh -c 'echo $$ > "$1"; exec sort "$2" > /dev/null' sh "$TMP/pid" "$TMP/in.txt" 2> "$TMP/err" ||
+  fail "brisk-run --stats sh/sort failed"
+grep -qx "brisk statistics: pid $(cat "$TMP/pid") (sort)" "$TMP/err" || fail "--stats: no label: $(head -3 "$TMP/err")"
+grep -qE '^  total +([0-9.]+ (B|KiB|MiB|GiB) *){3}$' "$TMP/err" || fail "--stats: total row not in units: $(cat "$TMP/err")"
+grep -qE 'mapped now [0-9.]+ (KiB|MiB|GiB), at peak [0-9.]+ (KiB|MiB|GiB)$' "$TMP/err" || fail "--stats: mapped not in units"
+echo "ok: labels and units"
+
+# ---- --children: python3 (the top process) runs two sorts.
+# (The interpreter itself: a python3 on PATH may be a wrapper script that
+# runs more processes.)
+PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+tree() {  # tree <brisk-run options...>: python3 running `sort` and `sort -r`
+  "$RUN" "$@" -- "$PYTHON" -c 'import subprocess, sys
+for args in (["sort"], ["sort", "-r"]):
+    subprocess.run(args + [sys.argv[1]], stdout=subprocess.DEVNULL, check=True)' "$TMP/in.txt"
+}
+count() { grep -cE "$1" "$2" || true; }
+tree --stats 2> "$TMP/err" || fail "brisk-run --stats python3 tree failed"
+[ "$(count '^brisk statistics: pid [0-9]+ \(python3[.0-9]*\)$' "$TMP/err")" = 1 ] || fail "default: no full report of python3"
+[ "$(count '^brisk statistics: pid [0-9]+ \(sort\)$' "$TMP/err")" = 0 ] || fail "default: a child's full report"
+[ "$(count '^brisk: pid [0-9]+ \(sort\): [0-9.]+ (B|KiB|MiB) in use in [0-9]+ blocks at exit, [0-9.]+ (KiB|MiB) mapped at peak$' "$TMP/err")" = 2 ] ||
+  fail "default (summary): not one line per sort: $(cat "$TMP/err")"
+tree --stats --children=all 2> "$TMP/err" || fail "--children=all failed"
+[ "$(count '^brisk statistics: pid [0-9]+ \(sort\)$' "$TMP/err")" = 2 ] || fail "--children=all: not a table per sort"
+[ "$(count '^brisk statistics: pid [0-9]+ \(python3[.0-9]*\)$' "$TMP/err")" = 1 ] || fail "--children=all: python3's table"
+tree --stats --children=none 2> "$TMP/err" || fail "--children=none failed"
+[ "$(count '^brisk' "$TMP/err")" = 1 ] || fail "--children=none: more than python3's report: $(grep '^brisk' "$TMP/err")"
+tree --stats --children=summary --json "$TMP/c-%p.json" 2> /dev/null || fail "--children=summary --json failed"
+[ "$(ls "$TMP"/c-*.json | wc -l)" = 3 ] || fail "--json with children: $(ls "$TMP"/c-*.json)"
+rm -f "$TMP"/c-*.json
+tree --children=none --json "$TMP/c-%p.json" 2> /dev/null || fail "--children=none --json failed"
+[ "$(ls "$TMP"/c-*.json | wc -l)" = 1 ] || fail "--children=none wrote children's JSON: $(ls "$TMP"/c-*.json)"
+echo "ok: --children"
+
+# ---- --output FILE: the reports go there, stderr keeps only the program's.
+(cd "$TMP/cwd" && tree --stats --leaks --output report.txt 2> "$TMP/err") || [ $? = 23 ] || fail "--output failed"
+[ ! -s "$TMP/err" ] || fail "--output: reports still on stderr: $(cat "$TMP/err")"
+[ "$(count '^brisk statistics: pid [0-9]+ \(python3[.0-9]*\)$' "$TMP/cwd/report.txt")" = 1 ] || fail "--output: no table"
+[ "$(count '^brisk leak report: .*python3[.0-9]*\)$' "$TMP/cwd/report.txt")" = 1 ] || fail "--output: no leak report"
+[ "$(count '^brisk: pid [0-9]+ \(sort\)' "$TMP/cwd/report.txt")" = 2 ] || fail "--output: children's lines missing"
+echo stale > "$TMP/cwd/report.txt"
+"$RUN" --stats --output "$TMP/cwd/report.txt" -- true || fail "--output true failed"
+grep -q stale "$TMP/cwd/report.txt" && fail "--output appended to an old file"
+grep -q "^brisk statistics: pid [0-9]* (true)$" "$TMP/cwd/report.txt" || fail "--output: $(cat "$TMP/cwd/report.txt")"
+echo "ok: --output"
 
 # ---- --checked: the checked library, which catches a double free.
 "$RUN" --checked -- cat /proc/self/maps > "$TMP/maps" || fail "brisk-run --checked cat failed"
@@ -122,7 +196,7 @@ set -e
 grep -q "cannot find libbrisk.so" "$TMP/err" || fail "no library found: $(cat "$TMP/err")"
 BRISK_LIB="$LIB" "$TMP/elsewhere/brisk-run" -- "$PROBE" loaded > "$TMP/out.txt" || fail "BRISK_LIB run failed"
 grep -q "brisk: yes" "$TMP/out.txt" || fail "BRISK_LIB: brisk not loaded"
-for args in "" "--stats" "--bogus -- true" "--json"; do
+for args in "" "--stats" "--bogus -- true" "--json" "--children=some -- true" "--output"; do
   set +e
   # shellcheck disable=SC2086
   "$RUN" $args > /dev/null 2> "$TMP/err"

@@ -17,7 +17,7 @@ echo "--- report:"
 cat "$TMP/err"
 
 # The header line, and totals that add up.
-header=$(grep -E '^brisk leak report: [0-9]+ live blocks, [0-9]+ bytes$' "$TMP/err") ||
+header=$(grep -E '^brisk leak report: [0-9]+ live blocks, [0-9]+ bytes \(pid [0-9]+, [^)]+\)$' "$TMP/err") ||
   fail "no header line"
 [ "$(grep -c 'brisk leak report' "$TMP/err")" = 1 ] || fail "more than one report"
 read -r total_blocks total_bytes < <(echo "$header" | awk '{print $4, $7}')

@@ -4,7 +4,9 @@
 # may define any name brisk uses inside.
 #   symbols.sh CC INCLUDE_DIR libbrisk.a libbrisk_core.a libbrisk.so old_names.c
 set -uo pipefail
-CC=$1 INC=$2 STATIC=$3 CORE=$4 SHARED=$5 PROGRAM=$6
+# INCLUDE_DIR: the source include/ directory, then (after a colon) the build's
+# generated one.
+CC=$1 INC=${2%%:*} GEN_INC=${2#*:} STATIC=$3 CORE=$4 SHARED=$5 PROGRAM=$6
 fail=0
 public=$(grep -oE '\bbrisk_[a-z0-9_]+ *\(' "$INC/brisk.h" | tr -d ' (' | sort -u)
 family='^(malloc|free|calloc|realloc|reallocarray|aligned_alloc|posix_memalign|memalign|valloc|pvalloc|malloc_usable_size|cfree|free_sized|free_aligned_sized|malloc_trim|mallinfo|mallinfo2|malloc_stats|mallopt|__libc_[a-z_]+|__posix_memalign|_Zn[wa]m.*|_Zd[la]Pv.*)$'
@@ -33,7 +35,7 @@ check "$(basename "$SHARED")" 1 $(nm -D --defined-only "$SHARED" | awk 'NF==3 {p
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if "$CC" -o "$tmp/old_names" "$PROGRAM" -I"$INC" "$STATIC" -lpthread 2>"$tmp/link.log"; then
+if "$CC" -o "$tmp/old_names" "$PROGRAM" -I"$INC" -I"$GEN_INC" "$STATIC" -lpthread 2>"$tmp/link.log"; then
   if "$tmp/old_names"; then echo "ok: a program defining brisk's old internal names links and runs"
   else echo "FAIL: the program defining the old names linked but failed"; fail=1; fi
 else
