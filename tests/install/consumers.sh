@@ -107,13 +107,21 @@ if command -v dpkg-deb > /dev/null; then
   [ -n "$deb" ] || fail "cpack made no .deb: $(ls "$TMP/deb")"
   info=$(dpkg-deb -I "$deb")
   grep -q "Version: $version" <<<"$info" || fail "the .deb's version: $info"
-  dpkg-deb -x "$deb" "$TMP/debroot"
+  # A real `dpkg -i`, into a root of its own (its own package database), so
+  # the test never changes the machine: dpkg unpacks, registers and
+  # configures the package there (libc6 is not in that empty database).
+  mkdir -p "$TMP/debroot/var/lib/dpkg/updates" "$TMP/debroot/var/lib/dpkg/info"
+  touch "$TMP/debroot/var/lib/dpkg/status"
+  quiet dpkg --root="$TMP/debroot" --force-not-root --force-depends --force-script-chrootless \
+    --log=/dev/null -i "$deb" || fail "dpkg -i of the .deb"
+  dpkg --root="$TMP/debroot" -s brisk | grep -q "Status: install ok installed" ||
+    fail "dpkg does not list brisk as installed"
   [ -e "$TMP/debroot/usr/$libdir/libbrisk.so.$version" ] || fail "the .deb lacks libbrisk.so.$version"
   export PKG_CONFIG_PATH="$TMP/debroot/usr/$libdir/pkgconfig"
   # shellcheck disable=SC2046
   "$CC" -o "$TMP/deb_app" "$HERE/consumer/app.c" -DEXPECT_OVERRIDE=1 $(pkg-config --cflags --libs brisk) ||
     fail "compile against the .deb's files"
   LD_LIBRARY_PATH="$TMP/debroot/usr/$libdir" "$TMP/deb_app" || fail "consumer of the .deb's files"
-  echo "ok: cpack -G DEB: $(basename "$deb")"
+  echo "ok: cpack -G DEB: $(basename "$deb"), installed with dpkg -i and built against"
 fi
 echo "install and consumers: ok"
