@@ -201,9 +201,10 @@ TEST(Generations, ExitedThreadsMemoryIsReusedFirst) {
   const brisk_stats_t late = bt::stats_now();
   // The survivor holds 5% of every generation's blocks, so the live set
   // grows; the mapping may grow with it (pages hold blocks of one class),
-  // not by segments per thread.
+  // not by segments per thread. (Measured: 4-8x under ctest -j2 on two
+  // busy cores; 23x, 1040 MiB, without adoption.)
   const size_t grew = late.mapped - early.mapped, live_grew = late.in_use - early.in_use;
-  EXPECT_LE(grew, 6 * live_grew + 32 * bt::MiB)
+  EXPECT_LE(grew, 10 * live_grew + 32 * bt::MiB)
       << "after 10 generations: " << bt::mib(early.mapped) << " mapped, " << bt::mib(early.in_use)
       << " in use; after " << kGenerations << ": " << bt::mib(late.mapped) << " mapped, " << bt::mib(late.in_use)
       << " in use (" << late.abandoned_segments << " abandoned segments)";
