@@ -99,14 +99,19 @@ static void warm_put(heap_t *h, segment_t *seg) {
 }
 
 /* The thread's own warm blocks (the hot one first) of a size in [min, max]. */
-static segment_t *take_warm_within(heap_t *h, size_t min, size_t max) {
+static segment_t *take_hot_within(heap_t *h, size_t min, size_t max) {
   /* (A purge pass on another thread may take the hot block meanwhile.) */
   segment_t *seg = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
   if (seg && seg->mapped_size >= min && seg->mapped_size <= max &&
       atomic_compare_exchange_strong_explicit(&h->huge_hot, &seg, NULL, memory_order_acquire,
                                               memory_order_relaxed))
     return seg;
-  return _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, min, max, SEG_HUGE, 0);
+  return NULL;
+}
+
+static segment_t *take_warm_within(heap_t *h, size_t min, size_t max) {
+  segment_t *seg = take_hot_within(h, min, max);
+  return seg ? seg : _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, min, max, SEG_HUGE, 0);
 }
 
 static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
@@ -158,12 +163,8 @@ static segment_t *huge_grow(segment_t *seg, size_t bigger) {
  * such a loop the same way). */
 #define HOT_WHOLE_MAX 16
 static segment_t *take_hot(heap_t *h, size_t mapped) {
-  segment_t *seg = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
-  if (!seg || seg->mapped_size < mapped || seg->mapped_size / HOT_WHOLE_MAX > mapped ||
-      !atomic_compare_exchange_strong_explicit(&h->huge_hot, &seg, NULL, memory_order_acquire,
-                                               memory_order_relaxed))
-    return NULL;
-  return seg;
+  size_t max = mapped > SIZE_MAX / HOT_WHOLE_MAX ? SIZE_MAX : mapped * HOT_WHOLE_MAX + (HOT_WHOLE_MAX - 1);
+  return take_hot_within(h, mapped, max);
 }
 
 /* Where a block aligned to `align` (at least 64) starts in the huge segment
