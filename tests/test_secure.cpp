@@ -106,6 +106,19 @@ TEST_F(SecureDeath, ZeroedLinkAborts) {
       "corrupted free list");
 }
 
+TEST_F(SecureDeath, PoisonedLinkOfAPoolObjectAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        void *a = brisk_pool_alloc(pool);
+        brisk_pool_free(pool, a);
+        poke_word(a, (uintptr_t)g_target);
+        for (int i = 0; i < 3; i++)
+          if (brisk_pool_alloc(pool) == g_target) exit(3);
+      },
+      "corrupted free list");
+}
+
 // ---- Misuse of free ----------------------------------------------------------
 
 TEST_F(SecureDeath, DoubleFreeEveryTier) {

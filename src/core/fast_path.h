@@ -87,7 +87,14 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
              atomic_load_explicit(&_bk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed) == 1)) {
     segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
     page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
-    secure_block_check("free", seg, pg, p, true);
+#if BRISK_SECURE
+    /* Huge blocks are checked out of line (alloc.c). */
+    if (unlikely(seg->kind == SEG_HUGE)) {
+      _bk_free_slow(p);
+      return;
+    }
+    secure_page_check("free", pg, p, true);
+#endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
       if (likely(pg->flags == 0)) {

@@ -4,12 +4,15 @@
 #include "core/core.h"
 
 secure_keys_t _bk_keys;
+uint64_t _bk_class_multiple_test[CLASS_COUNT];
 
 /* Called once, before any block is threaded. Without a random source the
  * keys still differ from run to run (addresses under ASLR and the clock),
  * only less unpredictably. */
 void _bk_secure_init(void) {
   if (!BRISK_SECURE) return;
+  for (unsigned cls = 1; cls < CLASS_COUNT; cls++)
+    _bk_class_multiple_test[cls] = UINT64_MAX / _bk_class_size(cls) + 1;
   secure_keys_t k;
   if (!_bk_os_random(&k, sizeof k)) {
     uintptr_t seed = (uintptr_t)&k ^ ((uintptr_t)&_bk_keys << 17) ^

@@ -28,6 +28,12 @@ typedef struct secure_keys {
 } secure_keys_t;
 extern BRISK_INTERNAL secure_keys_t _bk_keys;
 
+/* Per size class, the constant c = 2^64 / size + 1 that tests "offset is
+ * a multiple of the size" as offset * c <= c - 1 (mod 2^64) for 32-bit
+ * offsets (Lemire, Kaser and Kurz): a multiply instead of a division on
+ * every free. */
+extern BRISK_INTERNAL uint64_t _bk_class_multiple_test[CLASS_COUNT];
+
 BRISK_INTERNAL void _bk_secure_init(void);
 BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const void *link);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
@@ -111,10 +117,14 @@ static inline void secure_page_check(const char *call, page_t *pg, const void *p
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
   if (unlikely(!PEEK(pg->in_use) || off >= (uintptr_t)PEEK(pg->capacity) * pg->block_size))
     _bk_secure_bad_free(call, p, "not a block brisk handed out (invalid pointer)");
-  /* 32-bit: a page is at most a segment, and the division is the cost. */
-  uint32_t inside = (uint32_t)off % (uint32_t)pg->block_size;
-  if (unlikely(inside != 0 && !(PEEK(pg->flags) & PAGE_HAS_ALIGNED)))
-    _bk_secure_bad_free(call, p, "pointer is inside a block, not at its start");
+  /* Within a segment, offsets fit 32 bits. */
+  uint64_t c = _bk_class_multiple_test[pg->size_class];
+  uint32_t inside = 0;
+  if (unlikely((uint64_t)(uint32_t)off * c > c - 1)) {
+    if (!(PEEK(pg->flags) & PAGE_HAS_ALIGNED))
+      _bk_secure_bad_free(call, p, "pointer is inside a block, not at its start");
+    inside = (uint32_t)off % (uint32_t)pg->block_size;
+  }
   uintptr_t *words = (uintptr_t *)((uintptr_t)p - inside);
   if (unlikely(words[1] == freed_mark((block_t *)words)))
     _bk_secure_bad_free(call, p, "double free (the block is already free)");
