@@ -296,6 +296,6 @@ static inline bool page_is_usable(segment_t *seg, size_t idx) {
   return area >= ((size_t)1 << seg->page_shift) / 2;
 }
 
-static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH_ADD(*counter, n); }
+static inline void stat_add(uint64_t *counter, uint64_t n) { (void)PUBLISH_ADD(*counter, n); }
 
 #endif
