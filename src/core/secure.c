@@ -65,35 +65,49 @@ bool _bk_secure_guard(segment_t *seg, size_t size) {
 static __thread uint64_t shuffle_state __attribute__((tls_model("initial-exec")));
 
 static uint64_t next_random(void) {
-  if (!shuffle_state) shuffle_state = _bk_keys.link_add ^ (uintptr_t)&shuffle_state;
-  uint64_t z = (shuffle_state += 0x9E3779B97F4A7C15ull); /* splitmix64 */
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  if (!shuffle_state) shuffle_state = (_bk_keys.link_add ^ (uintptr_t)&shuffle_state) | 1;
+  uint64_t x = shuffle_state; /* xorshift64: a few cycles, never 0 */
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return shuffle_state = x;
 }
 
-#define SHUFFLE_MAX 1024
+/* The blocks are split into up to SHUFFLE_STREAMS runs, and each next block
+ * is the next of a run picked at random: which block comes next is not
+ * predictable (one of up to 8), yet each run is walked in address order,
+ * which the CPU's prefetchers follow (a full shuffle made a loop that
+ * touches its fresh blocks 3x slower). */
+#define SHUFFLE_STREAMS 8
 
-/* Threads the count blocks of bsize at first onto tail, in random order,
- * so that the address of the next block is not predictable. */
+/* Threads the count blocks of bsize at first onto tail, in that order. */
 block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail) {
-  uint16_t order[SHUFFLE_MAX];
+  size_t next[SHUFFLE_STREAMS], end[SHUFFLE_STREAMS];
+  size_t streams = count < SHUFFLE_STREAMS ? count : SHUFFLE_STREAMS;
+  for (size_t i = 0; i < streams; i++) {
+    next[i] = count * i / streams;
+    end[i] = count * (i + 1) / streams;
+  }
+  const secure_keys_t keys = _bk_keys; /* not reloaded after each store */
   block_t *head = tail;
-  for (size_t done = 0; done < count;) {
-    size_t n = count - done < SHUFFLE_MAX ? count - done : SHUFFLE_MAX;
-    for (size_t i = 0; i < n; i++) order[i] = (uint16_t)i;
-    for (size_t i = n - 1; i > 0; i--) {
-      size_t j = (size_t)(next_random() % (i + 1));
-      uint16_t t = order[i];
-      order[i] = order[j];
-      order[j] = t;
+  uint64_t bits = 0;
+  unsigned bits_left = 0;
+  while (streams > 0) {
+    if (bits_left < 8) {
+      bits = next_random();
+      bits_left = 64;
     }
-    for (size_t i = 0; i < n; i++) {
-      block_t *b = (block_t *)(first + (done + order[i]) * bsize);
-      link_set(b, head);
-      head = b;
+    size_t j = (size_t)(((bits & 0xff) * streams) >> 8);
+    bits >>= 8;
+    bits_left -= 8;
+    block_t *b = (block_t *)(first + next[j] * bsize);
+    b->next = link_encode(keys, b, head);
+    head = b;
+    if (++next[j] == end[j]) { /* run done: the last run takes its place */
+      streams--;
+      next[j] = next[streams];
+      end[j] = end[streams];
     }
-    done += n;
   }
   return head;
 }

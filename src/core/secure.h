@@ -51,10 +51,15 @@ static inline uintptr_t rotate_left(uintptr_t x, unsigned r) {
   return (x << r) | (x >> ((64 - r) & 63));
 }
 
+/* The stored form of a link from `at` to `next`, under keys k. */
+static inline block_t *link_encode(const secure_keys_t k, const block_t *at, const block_t *next) {
+  uintptr_t x = (uintptr_t)next ^ (uintptr_t)at ^ k.link_xor;
+  return (block_t *)(rotate_left(x, (unsigned)k.link_xor) + k.link_add);
+}
+
 static inline void link_set(block_t *b, const block_t *next) {
 #if BRISK_SECURE
-  uintptr_t x = (uintptr_t)next ^ (uintptr_t)b ^ _bk_keys.link_xor;
-  b->next = (block_t *)(rotate_left(x, (unsigned)_bk_keys.link_xor) + _bk_keys.link_add);
+  b->next = link_encode(_bk_keys, b, next);
 #else
   b->next = (block_t *)next;
 #endif
