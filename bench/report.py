@@ -1,6 +1,7 @@
 """The report of a benchmark run (report.md), for bench/run.py: one section
 per workload of bench/workloads.py, one table per figure, a column per
 allocator and brisk / best peer. Standard library only."""
+import math
 import os
 import sys
 
@@ -50,7 +51,7 @@ def ratio_cell(row, metric, better, names, rows):
         twin = row["case"][:-len("brisk_pool")] + "malloc"
         peer_row = next((r for r in rows if r["case"] == twin), row)
     peers = [(st["median"], a) for a, st in peer_row["metrics"].get(metric, {}).items()
-             if a != "brisk"]
+             if not a.startswith("brisk")]
     if not peers:
         return "—"
     best, who = max(peers) if better > 0 else min(peers)
@@ -113,6 +114,7 @@ def report(meta, allocs, jobs, summary, runs, plots):
         for png, workloads in plots:
             if wid == workloads[0]:
                 out += ["", "![%s](%s)" % (png, png)]
+    out += variant_cost(summary, names)
     failures = [r for r in runs if r["status"] != "ok"]
     if failures:
         out += ["", "## Failures", "", "| job | allocator | status | detail |", "|---|---|---|---|"]
@@ -123,6 +125,40 @@ def report(meta, allocs, jobs, summary, runs, plots):
                                                  r["status"].upper(),
                                                  r["detail"].replace("|", "\\|")))
     return "\n".join(out) + "\n"
+
+
+# Speed figures: higher is better, except the whole run's seconds.
+SPEED_TIME_METRICS = {"secs"}
+
+
+def variant_cost(summary, names):
+    """What a variant of brisk (brisk-secure, ...) run beside it costs in
+    time: per speed figure, the variant's time over brisk's, and their
+    geometric mean."""
+    out = []
+    for variant in [n for n in names if n.startswith("brisk-")]:
+        ratios = []
+        for wid, title, _what, tables in WORKLOADS:
+            for _ttitle, metrics, better in tables:
+                for metric in metrics:
+                    if better < 0 and metric not in SPEED_TIME_METRICS:
+                        continue
+                    for row in summary.get(wid, []):
+                        st = row["metrics"].get(metric, {})
+                        if "brisk" not in st or variant not in st:
+                            continue
+                        b, v = st["brisk"]["median"], st[variant]["median"]
+                        if b > 0 and v > 0:
+                            ratios.append(("%s: %s" % (title, row["case"]), b / v if better > 0 else v / b))
+        if not ratios:
+            continue
+        gm = math.exp(sum(math.log(r) for _, r in ratios) / len(ratios))
+        out += ["", "## Cost of %s" % variant, "",
+                "Its time over brisk's on every speed figure above (1.10 = 10%% slower); "
+                "geometric mean over %d figures: **%.3f**." % (len(ratios), gm), "",
+                "| case | %s time / brisk time |" % variant, "|---|---:|"]
+        out += ["| %s | %.3f |" % (label, r) for label, r in ratios]
+    return out
 
 
 def job_command(job):

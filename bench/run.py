@@ -288,8 +288,8 @@ def command_out(argv):
 def lib_version(name, path):
     if not path:
         return "glibc " + machine()["glibc"]
-    if name == "brisk":
-        return "build/libbrisk.so" if path.startswith(ROOT) else path
+    if name.startswith("brisk"):
+        return os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
     owner = command_out(["dpkg-query", "-S", os.path.realpath(path)]).split(":")[0]
     if owner:
         ver = command_out(["dpkg-query", "-W", "-f", "${Version}", owner])

@@ -62,7 +62,7 @@ MISSING=()
 if [ "$BUILD" = 1 ]; then
   say "building brisk (log: bench/build/brisk-build.log)"
   if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release &&
-         cmake --build build -j2 --target brisk; } > bench/build/brisk-build.log 2>&1; then
+         cmake --build build -j2 --target brisk brisk_secure; } > bench/build/brisk-build.log 2>&1; then
     say "brisk did not build; it is left out of this run (see bench/build/brisk-build.log):"
     grep -m5 -E 'error|Error' bench/build/brisk-build.log | sed 's/^/    /' >&2 || true
     MISSING+=(--missing "brisk=the build failed")
@@ -118,6 +118,9 @@ for peer in "${PEERS[@]}"; do
   fi
 done
 [ -n "$BRISK_LIB" ] && RUN_ALLOCS+=(--alloc "brisk=$BRISK_LIB")
+# The hardened library beside it: the report gives its cost over brisk.
+SECURE_LIB="$ROOT/build/libbrisk-secure.so"
+[ -n "$BRISK_LIB" ] && [ -f "$SECURE_LIB" ] && RUN_ALLOCS+=(--alloc "brisk-secure=$SECURE_LIB")
 for a in "${ALLOCS[@]+"${ALLOCS[@]}"}"; do RUN_ALLOCS+=(--alloc "$a"); done
 
 # ---- 3. the benchmark programs ------------------------------------------------------

@@ -10,6 +10,7 @@ static void foreign_free(void *p);
 /* Everything free_fast does not finish: other threads' blocks, huge and
  * over-aligned blocks, pages with aligned blocks, NULL and foreign pointers. */
 void _bk_free_slow(void *p) {
+  _bk_secure_check_block("free", p, true);
   segment_t *seg = segment_of(p);
   if (unlikely(seg == NULL)) {
     if (p) foreign_free(p);
@@ -21,7 +22,8 @@ void _bk_free_slow(void *p) {
 size_t _bk_usable_size(const void *p) {
   segment_t *seg = segment_of(p);
   if (!seg) return 0;
-  if (seg->kind == SEG_HUGE) return (size_t)((const uint8_t *)seg + seg->mapped_size - (const uint8_t *)p);
+  if (seg->kind == SEG_HUGE)
+    return huge_block_size(seg) - (size_t)((const uint8_t *)p - ((const uint8_t *)seg + seg->block_offset));
   page_t *pg = page_of(seg, p);
   const uint8_t *b = (const uint8_t *)_bk_page_block_start(pg, p);
   return (size_t)(b + pg->block_size - (const uint8_t *)p);
@@ -55,6 +57,7 @@ static void *realloc_foreign(void *p, size_t size);
 
 void *_bk_realloc_in(heap_t *h, void *p, size_t size) {
   if (!p) return heap_malloc_fast(h, size);
+  _bk_secure_check_block("realloc", p, false);
   segment_t *seg = segment_of(p);
   if (unlikely(!seg)) return realloc_foreign(p, size);
   if (seg->kind == SEG_HUGE && size > LARGE_SIZE_MAX) {

@@ -5,10 +5,9 @@
 
 #if BRISK_CHECKED
 
-#define FREED_COOKIE ((uintptr_t)0x6272697366726565ull) /* "brisfree" */
 
 static bool list_contains(const block_t *list, const block_t *b) {
-  for (size_t n = 0; list && n < (1u << 20); list = list->next, n++)
+  for (size_t n = 0; list && n < (1u << 20); list = link_get(list), n++)
     if (list == b) return true;
   return false;
 }
@@ -31,14 +30,14 @@ void _bk_checked_free(void *p) {
   if ((void *)b != p && !(PEEK(pg->flags) & PAGE_HAS_ALIGNED))
     _bk_fatal("free(%p): pointer is inside a block, not at its start", p);
   uintptr_t *words = (uintptr_t *)b;
-  if (words[1] == (FREED_COOKIE ^ (uintptr_t)b)) {
+  if (words[1] == (freed_mark(b))) {
     /* Confirm on the owner's lists when this thread owns the page. */
     bool owner = atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == _bk_tls_heap->uid;
     if (!owner || list_contains(pg->free, b) || list_contains(pg->local_free, b) ||
         list_contains(tf_list(atomic_load(&pg->thread_free)), b))
       _bk_fatal("free(%p): double free (the block is already free)", p);
   }
-  words[1] = FREED_COOKIE ^ (uintptr_t)b;
+  words[1] = freed_mark(b);
   _bk_heap_free_generic(seg, pg, p);
 }
 

@@ -9,6 +9,7 @@
 #define BRISK_CORE_H
 
 #include "core/types.h"
+#include "core/secure.h"
 
 /* ---- state.c: what every file reads (types.h declares it) -------------- */
 

@@ -15,7 +15,7 @@
 /* The one way a block leaves a page: pg->free is not empty. */
 static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t *pg, size_t size) {
   block_t *b = pg->free;
-  block_t *next = b->next;
+  block_t *next = link_get_in_page(pg, b);
   pg->free = next;
   /* The next block's link is read by the next pop of this page: start the
    * load now, so that a list of blocks freed long ago (cold in the cache)
@@ -30,7 +30,13 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
 /* The heap's hot lists (hot.c): the larger classes' recent frees. */
 static inline __attribute__((always_inline)) block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
   block_t *b = hl->head;
-  hl->head = b->next;
+  hl->head = link_get(b);
+#if BRISK_SECURE
+  /* A hot list spans pages: its next block must be one of the class. */
+  page_t *next_page = hl->head ? page_holding(hl->head) : NULL;
+  if (unlikely(hl->head && (!next_page || next_page->block_size != hl->block_size)))
+    _bk_secure_corrupted_link(b, hl->head);
+#endif
   PUBLISH_ADD(hl->count, -1);
   h->hot_bytes -= hl->block_size;
   return b;
@@ -47,7 +53,7 @@ static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_lis
 static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg, block_t *b) {
   hot_list_t *hl = &h->hot[pg->size_class];
   if (hl->count >= hl->limit || h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
-  b->next = hl->head;
+  link_set(b, hl->head);
   hl->head = b;
   PUBLISH_ADD(hl->count, 1);
   h->hot_bytes += hl->block_size;
@@ -81,11 +87,19 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
              atomic_load_explicit(&_bk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed) == 1)) {
     segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
     page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
+#if BRISK_SECURE
+    /* Huge blocks are checked out of line (alloc.c). */
+    if (unlikely(seg->kind == SEG_HUGE)) {
+      _bk_free_slow(p);
+      return;
+    }
+    secure_page_check("free", pg, p, true);
+#endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
       if (likely(pg->flags == 0)) {
         block_t *b = p;
-        b->next = pg->local_free;
+        link_set(b, pg->local_free);
         pg->local_free = b;
         if (unlikely(PUBLISH_ADD(pg->used, -1) == 0)) _bk_heap_page_emptied(h, pg);
         return;

@@ -48,7 +48,7 @@ void _bk_hot_flush(heap_t *h) {
  * brisk_check_heap, on the heap's own thread. */
 long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad) {
   long n = 0;
-  for (const block_t *b = h->hot[cls].head; b; b = b->next) {
+  for (const block_t *b = h->hot[cls].head; b; b = link_get(b)) {
     segment_t *seg = segment_of(b);
     page_t *pg = seg && seg->kind != SEG_HUGE &&
             atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid

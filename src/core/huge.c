@@ -35,6 +35,9 @@ static void huge_setup(segment_t *seg, size_t offset) {
  * up (another thread may map a segment there at once), a growth is marked
  * after mremap has it. The chunks that stay are never touched. */
 static bool resize_in_place(segment_t *seg, size_t size) {
+  /* The secure library's guard pages split the mapping, which mremap
+   * cannot resize: its blocks are copied. */
+  if (BRISK_SECURE) return false;
   size_t old = seg->mapped_size;
   if (size < old) _bk_chunk_map_mark(seg, size, old, false);
   if (!_bk_memory_resize(seg, old, size)) {
@@ -140,6 +143,7 @@ static bool hot_purge(heap_t *h, uint64_t now, bool force) {
  * move frees it; the new one joins after. */
 static segment_t *huge_grow(segment_t *seg, size_t bigger) {
   if (resize_in_place(seg, bigger)) return seg;
+  if (BRISK_SECURE) return NULL; /* as in resize_in_place */
   segment_t *target = _bk_segment_map_space(bigger);
   if (!target) return NULL;
   size_t old_size = seg->mapped_size;
@@ -172,7 +176,7 @@ static segment_t *take_hot(heap_t *h, size_t mapped) {
  * this is the same for every segment; past it, it depends on the address. */
 static size_t block_offset_for(const segment_t *seg, size_t align) {
   uintptr_t a = (uintptr_t)seg;
-  return (size_t)(align_up(a + HUGE_BLOCK_OFFSET, align) - a);
+  return (size_t)(align_up(a + segment_data_offset(true), align) - a);
 }
 
 /* A warm block of about the right size, else a bigger one of the thread's
@@ -195,7 +199,7 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
     return seg;
   seg = take_cached_within(h, mapped, exact ? mapped : mapped + mapped / 4);
   if (align > SEGMENT_SIZE) {
-    if (seg && block_offset_for(seg, align) + size > seg->mapped_size) {
+    if (seg && block_offset_for(seg, align) + size + guard_size() > seg->mapped_size) {
       _bk_segment_release(seg);
       seg = NULL;
     }
@@ -245,7 +249,7 @@ void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   }
   if (align < 64) align = 64;
   size_t skew = align > SEGMENT_SIZE ? SEGMENT_SIZE : 0;
-  size_t mapped = huge_round((skew ? skew : block_offset_for(NULL, align)) + size);
+  size_t mapped = huge_round((skew ? skew : block_offset_for(NULL, align)) + size + guard_size());
   if (!heap_may_map(h, mapped)) return NULL;
   segment_t *seg = take_cached(h, mapped, zero, align, size);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
@@ -292,7 +296,7 @@ void *_bk_huge_realloc(segment_t *seg, void *p, size_t size) {
   if (seg->heap || _bk_opt.realtime) return NULL;
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
-  size_t need = offset + size, old_size = seg->mapped_size;
+  size_t need = offset + size + guard_size(), old_size = seg->mapped_size;
   if (need <= old_size) {
     if (need < old_size / 2 && resize_in_place(seg, huge_round(need)))
       _bk_cache_note_huge_live(0, old_size - seg->mapped_size);

@@ -35,10 +35,14 @@ void _bk_page_extend(page_t *pg) {
   if (count > pg->reserved - pg->capacity) count = pg->reserved - pg->capacity;
   if (count == 0) return;
   uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
+#if BRISK_SECURE
+  pg->free = _bk_secure_thread_shuffled(first, count, bsize, pg->free);
+#else
   uint8_t *last = first + (count - 1) * bsize;
   for (uint8_t *b = first; b < last; b += bsize) ((block_t *)b)->next = (block_t *)(b + bsize);
   ((block_t *)last)->next = pg->free;
   pg->free = (block_t *)first;
+#endif
   PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);
 }
 
@@ -70,8 +74,8 @@ void _bk_page_collect(page_t *pg) {
       pg->local_free = remote;
     } else {
       block_t *tail = remote;
-      while (tail->next) tail = tail->next;
-      tail->next = pg->local_free;
+      for (block_t *next; (next = link_get_in_page(pg, tail));) tail = next;
+      link_set(tail, pg->local_free);
       pg->local_free = remote;
     }
   }
@@ -87,7 +91,7 @@ void _bk_page_collect(page_t *pg) {
  * the stray link) or PAGE_LIST_LOOPS. For checks and full assertions. */
 long _bk_page_list_walk(const page_t *pg, const block_t *b, uint64_t *free_bits, const void **bad) {
   long n = 0;
-  for (; b; b = b->next) {
+  for (; b; b = link_get(b)) {
     const uint8_t *p = (const uint8_t *)b;
     if (!page_has_block_at(pg, p)) {
       if (bad) *bad = p;

@@ -55,7 +55,7 @@ void _bk_heap_page_emptied(heap_t *h, page_t *pg) {
 /* A block of h's own page, freed by h's thread (or handed over by another
  * thread through the delayed list). */
 void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
-  b->next = pg->local_free;
+  link_set(b, pg->local_free);
   pg->local_free = b;
   BRISK_ASSERT(pg->used > 0);
   PUBLISH(pg->used, pg->used - 1);
@@ -63,12 +63,19 @@ void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
   if (pg->used == 0) _bk_heap_page_emptied(h, pg);
 }
 
+static bool delayed_link_ok(heap_t *h, const block_t *next) {
+  page_t *pg = page_holding(next);
+  return pg && atomic_load_explicit(&segment_of(next)->owner_uid, memory_order_relaxed) == h->uid;
+}
+
 /* The blocks other threads freed into h's full pages (remote_free.c). */
 void _bk_heap_take_delayed(heap_t *h) {
   if (!atomic_load_explicit(&h->delayed_free, memory_order_relaxed)) return;
   block_t *b = atomic_exchange_explicit(&h->delayed_free, NULL, memory_order_acquire);
   while (b) {
-    block_t *next = b->next;
+    block_t *next = link_get(b);
+    /* The list spans pages: its next block must be in a page of h's. */
+    if (BRISK_SECURE && next && !delayed_link_ok(h, next)) _bk_secure_corrupted_link(b, next);
     segment_t *seg = segment_of(b);
     _bk_heap_free_local(h, page_of(seg, b), b);
     b = next;

@@ -79,7 +79,7 @@ void _bk_page_free_remote(page_t *pg, block_t *b) {
       heap_t *h = atomic_load_explicit(&pg->heap, memory_order_acquire);
       block_t *head = atomic_load_explicit(&h->delayed_free, memory_order_relaxed);
       do {
-        b->next = head;
+        link_set(b, head);
       } while (!atomic_compare_exchange_weak_explicit(&h->delayed_free, &head, b, memory_order_release,
                                                       memory_order_relaxed));
       /* Only this thread may leave the FREEING state. */
@@ -90,7 +90,7 @@ void _bk_page_free_remote(page_t *pg, block_t *b) {
       atomic_fetch_sub(&freeing_now, 1);
       return;
     }
-    b->next = tf_list(tf);
+    link_set(b, tf_list(tf));
     uintptr_t pushed = (uintptr_t)b | (tf & TF_STATE_MASK) | ((tf & TF_COUNT_MASK) + TF_COUNT_ONE);
     if (atomic_compare_exchange_weak_explicit(&pg->thread_free, &tf, pushed, memory_order_release,
                                               memory_order_relaxed))

@@ -31,6 +31,11 @@ void _bk_segment_mark(segment_t *seg, bool on) { _bk_chunk_map_mark(seg, 0, seg-
 segment_t *_bk_segment_map(size_t size, size_t align, size_t skew) {
   segment_t *seg = map_with_retry(size, align, skew);
   if (!seg) return NULL;
+  if (BRISK_SECURE && !_bk_secure_guard(seg, size)) {
+    _bk_memory_unmap(seg, size);
+    errno = ENOMEM;
+    return NULL;
+  }
   PUBLISH(seg->mapped_size, size);
   _bk_segment_mark(seg, true);
   _bk_segments_add(seg);
@@ -67,6 +72,7 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
   for (uint32_t i = 0; i < seg->page_count; i++) {
     PUBLISH(seg->pages[i].in_use, 0);
     PUBLISH(seg->pages[i].needs_purge, 0);
+    if (!page_is_usable(seg, i)) seg->free_page_mask &= ~((uint64_t)1 << i);
   }
   seg->heap = h;
   PUBLISH(seg->kind, (uint8_t)kind);
@@ -181,7 +187,8 @@ size_t _bk_segment_reserve(size_t bytes) {
     if (!seg) break;
     PUBLISH(seg->kind, SEG_SMALL);
     if (_bk_opt.realtime)
-      for (size_t off = 0; off < SEGMENT_SIZE; off += OS_PAGE_SIZE) ((volatile uint8_t *)seg)[off] = 0;
+      for (size_t off = 0; off < SEGMENT_SIZE - guard_size(); off += OS_PAGE_SIZE)
+        if (off < sizeof(segment_t) || off >= segment_data_offset(false)) ((volatile uint8_t *)seg)[off] = 0;
     if (!_bk_segment_cache_put(seg)) {
       _bk_segment_unmap(seg);
       break;

@@ -23,6 +23,10 @@
 #ifndef BRISK_CHECKED
 #define BRISK_CHECKED 0
 #endif
+/* The secure library's checks (secure.h); the checked library has them too. */
+#ifndef BRISK_SECURE
+#define BRISK_SECURE BRISK_CHECKED
+#endif
 
 /* ---- Geometry ----------------------------------------------------------- */
 
@@ -255,26 +259,43 @@ static inline page_t *page_of(segment_t *seg, const void *p) {
   return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
 }
 
-/* The bytes of page idx that hold blocks (page 0 starts after the header). */
+/* Bytes of PROT_NONE after a segment's header and at a mapping's end, in
+ * the secure library (secure.h): an underflow cannot reach a header, an
+ * overflow cannot run into the next mapping. */
+static inline size_t guard_size(void) { return BRISK_SECURE ? OS_PAGE_SIZE : 0; }
+
+/* The bytes of a huge block: from its start to the guard. */
+static inline size_t huge_block_size(const segment_t *seg) {
+  return PEEK(seg->mapped_size) - PEEK(seg->block_offset) - guard_size();
+}
+
+/* Where a segment's blocks may start: after the header (and its guard). */
+static inline size_t segment_data_offset(bool huge) {
+  if (BRISK_SECURE) return align_up(sizeof(segment_t), OS_PAGE_SIZE) + OS_PAGE_SIZE;
+  return huge ? HUGE_BLOCK_OFFSET : ((sizeof(segment_t) + 127) & ~(size_t)127);
+}
+
+/* The bytes of page idx that hold blocks (page 0 starts after the header,
+ * the last ends before the guard); none when the header covers it (pages
+ * of 64 KiB beside a secure header on a 64 KiB OS page). */
 static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
   size_t psize = (size_t)1 << seg->page_shift;
   uint8_t *start = (uint8_t *)seg + idx * psize;
   uint8_t *end = start + psize;
-  if (idx == 0) start = (uint8_t *)seg + ((sizeof(segment_t) + 127) & ~(size_t)127);
+  uint8_t *data = (uint8_t *)seg + segment_data_offset(false);
+  if (start < data) start = data < end ? data : end;
+  if (idx + 1 == seg->page_count) end -= guard_size();
   *size = (size_t)(end - start);
   return start;
 }
 
-static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH_ADD(*counter, n); }
-
-/* The checked library marks freed blocks (checked.c); a block handed out
- * loses the mark. */
-static inline void block_handed_out(block_t *b) {
-#if BRISK_CHECKED
-  ((uintptr_t *)b)[1] = 0;
-#else
-  (void)b;
-#endif
+/* A page the header and its guard leave less than half of is not used. */
+static inline bool page_is_usable(segment_t *seg, size_t idx) {
+  size_t area;
+  page_area(seg, idx, &area);
+  return area >= ((size_t)1 << seg->page_shift) / 2;
 }
+
+static inline void stat_add(uint64_t *counter, uint64_t n) { (void)PUBLISH_ADD(*counter, n); }
 
 #endif

@@ -53,7 +53,7 @@ static int check_page(const page_t *pg) {
   if (free_blocks < 0) return BRISK_CHECK_FREE_LIST;
   /* Remote frees not yet collected still count in `used`. */
   long remote = 0;
-  for (const block_t *b = tf_list(atomic_load(&((page_t *)pg)->thread_free)); b; b = b->next) remote++;
+  for (const block_t *b = tf_list(atomic_load(&((page_t *)pg)->thread_free)); b; b = link_get(b)) remote++;
   if ((long)pg->used + free_blocks - remote > (long)pg->capacity)
     return failure(BRISK_CHECK_PAGE, "page %p (blocks of %zu): %u used + %ld free exceed its %u blocks",
                    (void *)pg->start, pg->block_size, pg->used, free_blocks - remote, pg->capacity);
@@ -65,6 +65,7 @@ static int check_segment_pages(segment_t *seg) {
   uint32_t in_use = 0;
   for (uint32_t i = 0; i < seg->page_count; i++) {
     bool free_bit = (seg->free_page_mask >> i) & 1;
+    if (!free_bit && !seg->pages[i].in_use && !page_is_usable(seg, i)) continue;
     if (free_bit == (bool)seg->pages[i].in_use)
       return failure(BRISK_CHECK_SEGMENT, "segment %p: page %u is %s but its free bit says otherwise", (void *)seg,
                      i, seg->pages[i].in_use ? "in use" : "free");

@@ -67,6 +67,15 @@ static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
   return true;
 }
 
+/* The next object of a cache's list. In the secure library a link an
+ * overflow or a write after free changed decodes to an address outside
+ * brisk's memory and aborts, instead of handing that address out. */
+static inline block_t *pool_link_next(const block_t *b) {
+  block_t *next = link_get(b);
+  if (BRISK_SECURE && next && unlikely(!segment_of(next))) _bk_secure_corrupted_link(b, next);
+  return next;
+}
+
 /* alloc_list and free_list are empty: a fresh object, else the shared
  * list, else a new range. */
 static BRISK_NOINLINE block_t *alloc_slow(brisk_pool_t *pool, pool_cache_t *c) {
@@ -77,7 +86,7 @@ static BRISK_NOINLINE block_t *alloc_slow(brisk_pool_t *pool, pool_cache_t *c) {
   }
   block_t *shared = _bk_pool_shared_pop(pool);
   if (shared) {
-    c->alloc_list = shared->next;
+    c->alloc_list = pool_link_next(shared);
     return shared;
   }
   pthread_mutex_lock(&pool->lock);
@@ -216,9 +225,9 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
   if (unlikely(!c)) goto out_of_memory;
   block_t *b = c->alloc_list;
   if (likely(b)) {
-    c->alloc_list = b->next;
+    c->alloc_list = pool_link_next(b);
   } else if ((b = c->free_list)) { /* the objects freed lately, in one step */
-    c->alloc_list = b->next;
+    c->alloc_list = pool_link_next(b);
     c->free_list = NULL;
     c->free_count = 0;
   } else if (!(b = alloc_slow(pool, c))) {
@@ -238,11 +247,11 @@ void brisk_pool_free(brisk_pool_t *pool, void *p) {
   if (BRISK_CHECKED) check_free(pool, p);
   pool_cache_t *c = pool_cache_for(pool);
   if (unlikely(!c)) { /* no memory for a cache: give it straight back */
-    ((block_t *)p)->next = NULL;
+    link_set(p, NULL);
     _bk_pool_shared_push(pool, p);
   } else {
     block_t *b = p;
-    b->next = c->free_list;
+    link_set(b, c->free_list);
     c->free_list = b;
     counter_add(&c->frees, 1);
     if (unlikely(++c->free_count >= FLUSH_AT)) _bk_pool_flush_free_list(pool, c);

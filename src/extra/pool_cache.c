@@ -95,7 +95,7 @@ static void cache_flush_all(brisk_pool_t *pool, pool_cache_t *c) {
   block_t *fresh = NULL;
   for (; c->bump < c->bump_end; c->bump += pool->object_size) {
     block_t *b = (block_t *)c->bump;
-    b->next = fresh;
+    link_set(b, fresh);
     fresh = b;
   }
   if (fresh) _bk_pool_shared_push(pool, fresh);

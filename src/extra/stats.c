@@ -98,7 +98,7 @@ int _bk_stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
     } else if (state == SEG_STATE_HUGE) {
       brisk_tier_stats_t *t = &st->tiers[BRISK_TIER_HUGE];
       t->live_blocks++;
-      t->in_use += mapped - PEEK(seg->block_offset);
+      t->in_use += huge_block_size(seg);
       t->committed += mapped;
       t->reserved += mapped;
     } else {

@@ -80,7 +80,7 @@ static size_t list_blocks(const owner_set_t *own, block_ref_t *refs, size_t cap)
     if (count < cap) {
       uint8_t *block = (uint8_t *)seg + PEEK(seg->block_offset);
       refs[count].p = state == SEG_STATE_HUGE ? block : (void *)seg;
-      refs[count].size = state == SEG_STATE_HUGE ? PEEK(seg->mapped_size) - PEEK(seg->block_offset) : 0;
+      refs[count].size = state == SEG_STATE_HUGE ? huge_block_size(seg) : 0;
     }
     count++;
   }

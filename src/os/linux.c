@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,6 +99,19 @@ bool _bk_os_move(void *p, size_t old_size, void *target, size_t new_size) {
 void _bk_os_advise_huge(void *p, size_t size) {
   count(OS_MADVISE);
   madvise(p, size, MADV_HUGEPAGE);
+}
+
+bool _bk_os_guard(void *p, size_t size) { return mprotect(p, size, PROT_NONE) == 0; }
+
+bool _bk_os_random(void *buf, size_t size) {
+  uint8_t *out = buf;
+  while (size > 0) {
+    ssize_t n = getrandom(out, size, GRND_NONBLOCK);
+    if (n <= 0) return false;
+    out += n;
+    size -= (size_t)n;
+  }
+  return true;
 }
 
 size_t _bk_os_readable(const void *p, size_t want) {

@@ -55,6 +55,10 @@ BRISK_INTERNAL bool _bk_os_resize(void *p, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool _bk_os_move(void *p, size_t old_size, void *target, size_t new_size);
 /* Asks for transparent huge pages in the range. */
 BRISK_INTERNAL void _bk_os_advise_huge(void *p, size_t size);
+/* Makes [p, p + size) inaccessible (guard pages); false when refused. */
+BRISK_INTERNAL bool _bk_os_guard(void *p, size_t size);
+/* size bytes from the kernel's random source; false when it has none. */
+BRISK_INTERNAL bool _bk_os_random(void *buf, size_t size);
 /* How many bytes from p, up to want, are mapped. */
 BRISK_INTERNAL size_t _bk_os_readable(const void *p, size_t want);
 BRISK_INTERNAL size_t _bk_os_page_size(void);

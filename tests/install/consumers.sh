@@ -29,7 +29,8 @@ P=$TMP/prefix
 libdir=$(cd "$P" && dirname "$(find . -name libbrisk.so.$version)" | sed 's|^\./||')
 for f in "$libdir/libbrisk.so.$version" "$libdir/libbrisk.so.$major" "$libdir/libbrisk.so" \
          "$libdir/libbrisk-checked.so.$version" "$libdir/libbrisk.a" "$libdir/libbrisk_core.a" \
-         "$libdir/libbrisk_core_checked.a" include/brisk.h include/brisk.hpp include/brisk-new-delete.hpp \
+         "$libdir/libbrisk_core_checked.a" "$libdir/libbrisk-secure.so.$version" "$libdir/libbrisk-secure.a" \
+         "$libdir/libbrisk_core_secure.a" include/brisk.h include/brisk.hpp include/brisk-new-delete.hpp \
          include/brisk_version.h "$libdir/pkgconfig/brisk.pc" "$libdir/pkgconfig/brisk-core.pc" \
          "$libdir/cmake/brisk/briskConfig.cmake" "$libdir/cmake/brisk/briskConfigVersion.cmake" \
          bin/brisk-run share/man/man1/brisk-run.1 share/doc/brisk/LICENSE share/doc/brisk/CHANGELOG.md; do
@@ -53,7 +54,7 @@ echo "ok: installed brisk-run finds its library"
 quiet cmake -S "$HERE/consumer" -B "$TMP/fp" -DCMAKE_PREFIX_PATH="$P" -DCMAKE_C_COMPILER="$CC" \
       -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=Release
 quiet cmake --build "$TMP/fp" -j2
-for t in brisk static checked core core_checked cpp; do
+for t in brisk static checked secure secure_static core core_checked core_secure cpp; do
   "$TMP/fp/app_$t" || fail "find_package consumer app_$t"
 done
 out=$(ldd "$TMP/fp/app_brisk")
