@@ -94,8 +94,10 @@ BRISK_API size_t brisk_usable_size(const void *ptr);
 BRISK_API void brisk_set_max_bytes(size_t max_bytes);
 BRISK_API size_t brisk_get_max_bytes(void);
 
-/* Release every cached block and purge unused memory to the OS now. Waits
- * for a purge pass under way on another thread to end, and runs beside none. */
+/* Release every cached block and purge unused memory to the OS now, and
+ * end a rebuild (the frees that follow purge as if none had happened).
+ * Waits for a purge pass under way on another thread to end, and runs
+ * beside none. */
 BRISK_API void brisk_collect(void);
 
 /* Nonzero when ptr lies in memory brisk allocated (cheap; no locks). */

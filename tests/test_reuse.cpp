@@ -167,6 +167,28 @@ TEST_F(Rebuild, HugeWorkingSetAboveTheCapIsReused) { rebuild_without_calls(3 * b
 
 TEST_F(Rebuild, PagedWorkingSetAboveTheCapIsReused) { rebuild_without_calls(600 * bt::KiB, 200); }
 
+// brisk_collect asks for everything back: it also ends a rebuild, so the
+// frees that follow purge again instead of keeping what the rebuild had
+// in use (before, the rebuild outlived the collect by two purge delays).
+TEST_F(Rebuild, CollectEndsTheRebuild) {
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_CACHE_CAP, (long long)(256 * bt::MiB)), 0);
+  const size_t block = 3 * bt::MiB, count = 20;
+  std::vector<void *> blocks(count);
+  auto build_and_free = [&] {
+    for (auto &p : blocks) {
+      ASSERT_NE(p = brisk_malloc(block), nullptr);
+      touch_pages(p, block);
+    }
+    for (void *p : blocks) brisk_free(p);
+  };
+  build_and_free();
+  build_and_free();  // takes back blocks purged moments ago: a rebuild
+  brisk_collect();
+  const bt::OsCalls before = bt::os_calls();
+  build_and_free();
+  EXPECT_GE(bt::os_calls().madvise - before.madvise, count / 2) << "the frees after brisk_collect kept their blocks";
+}
+
 // ---- Threads that come and go ------------------------------------------------
 
 // Generations of short-lived threads, each leaving some blocks to a survivor:

@@ -54,6 +54,9 @@ void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now) {
   if (until < now + delay) atomic_store_explicit(&rebuild_until_ms, now + 2 * delay, memory_order_relaxed);
 }
 
+/* brisk_collect: the program asks for everything back, rebuild or not. */
+void _bk_cache_rebuild_end(void) { atomic_store_explicit(&rebuild_until_ms, 0, memory_order_relaxed); }
+
 size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, size_t rebuilding, uint64_t now) {
   size_t live = atomic_load_explicit(&huge_live_bytes, memory_order_relaxed);
   live = live > SIZE_MAX / times ? SIZE_MAX : live * times;

@@ -79,6 +79,7 @@ BRISK_INTERNAL void _bk_cache_note_huge_live(size_t added, size_t removed);
 BRISK_INTERNAL size_t _bk_cache_in_use_recently(uint64_t now, size_t cached);
 /* A block taken back from a cache: purged or not, in it since cached_at. */
 BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now);
+BRISK_INTERNAL void _bk_cache_rebuild_end(void);
 /* The bytes a cache may keep unpurged: `times` the live huge blocks' size,
  * at least `floor`, and while the program rebuilds, `rebuilding`. */
 BRISK_INTERNAL size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, size_t rebuilding, uint64_t now);

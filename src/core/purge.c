@@ -174,6 +174,7 @@ void _bk_collect(void) {
   pthread_mutex_lock(&pass_lock);
   _bk_locks_held++;
   _bk_purge_release_all();
+  _bk_cache_rebuild_end();
   _bk_locks_held--;
   pthread_mutex_unlock(&pass_lock);
 }
