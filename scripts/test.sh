@@ -14,13 +14,16 @@
 #      sources) and run under qemu-aarch64, test_page_size at 4, 16, 64 KiB
 #   6. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
 #   7. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
-#   8. scripts/bench.sh --smoke, when that script exists
-# clang and arm64 install their tools when missing, and are skipped with a
-# message when that fails. Exits non-zero when anything failed; ends with a
-# summary.
+#   8. fuzz: scripts/fuzz.sh --smoke 15, every libFuzzer harness of fuzz/ for
+#      15 seconds (BRISK_FUZZ_SECONDS) from its committed corpus; fails when
+#      one finds a crash (built with clang in build-fuzz/)
+#   9. scripts/bench.sh --smoke, when that script exists
+# clang, arm64 and fuzz install their tools when missing, and are skipped
+# with a message when that fails. Exits non-zero when anything failed; ends
+# with a summary.
 #
 #   scripts/test.sh                 everything
-#   scripts/test.sh release asan    only the named stages (deps release lint clang arm64 asan tsan bench)
+#   scripts/test.sh release asan    only the named stages (deps release lint clang arm64 asan tsan fuzz bench)
 #   JOBS=N                          parallel build and test jobs (default: nproc)
 #   BRISK_ASAN_SCALE / BRISK_TSAN_SCALE   BRISK_TEST_SCALE for the sanitizer runs
 set -uo pipefail
@@ -32,7 +35,7 @@ LOGDIR="$ROOT/build-logs"
 mkdir -p "$LOGDIR"
 
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release lint clang arm64 asan tsan bench)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release lint clang arm64 asan tsan fuzz bench)
 want() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 SUMMARY=()
@@ -260,6 +263,20 @@ if want tsan; then
     note "tsan: ctest"
     run_ctest tsan build-tsan BRISK_TEST_SCALE="${BRISK_TSAN_SCALE:-0.25}" \
       TSAN_OPTIONS="$SAN_COMMON:second_deadlock_stack=1"
+  fi
+fi
+
+if want fuzz; then
+  note "fuzz: scripts/fuzz.sh --smoke ${BRISK_FUZZ_SECONDS:-15}"
+  t0=$(date +%s)
+  JOBS=$JOBS bash scripts/fuzz.sh --smoke "${BRISK_FUZZ_SECONDS:-15}" 2>&1 | tee "$LOGDIR/fuzz.log"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
+    record fuzz ok $(( $(date +%s) - t0 )) "$(grep -c ' ok$' "$LOGDIR/fuzz.log") harnesses"
+  elif [ "$rc" -eq 77 ]; then
+    record fuzz skip $(( $(date +%s) - t0 )) "clang with libFuzzer could not be installed"
+  else
+    record fuzz FAIL $(( $(date +%s) - t0 )) "$(grep -c ' FAILED' "$LOGDIR/fuzz.log") harness(es) failed, see $LOGDIR/fuzz.log"
   fi
 fi
 

@@ -207,6 +207,13 @@ BRISK_INTERNAL long long _bk_option_get(brisk_option_t opt);
 BRISK_INTERNAL const char *_bk_option_name(brisk_option_t opt);
 BRISK_INTERNAL void _bk_set_realtime(bool on);
 BRISK_INTERNAL void _bk_options_read_environment(void);
+/* The two halves of reading the environment, for tests (fuzz/fuzz_options.c)
+ * as for the start: the verdict on one option's value (0 and *value set
+ * when it would be applied; else EINVAL, after the one warning line), and
+ * the warnings about unknown BRISK_ names among env's NAME=VALUE strings
+ * (NULL-ended; returns how many). */
+BRISK_INTERNAL int _bk_option_parse_env(brisk_option_t opt, const char *v, long long *value);
+BRISK_INTERNAL int _bk_options_check_names(char *const *env);
 BRISK_INTERNAL void _bk_process_init(void);
 BRISK_INTERNAL extern _Atomic(int) _bk_process_ready;
 

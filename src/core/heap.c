@@ -79,7 +79,9 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
 
 void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p) {
   if (seg->kind == SEG_HUGE) {
-    _bk_huge_free(seg);
+    /* free_fast sends here any pointer in a huge segment's first chunk,
+     * also one past its mapping, which is not brisk's (see segment_of). */
+    if ((uintptr_t)p - (uintptr_t)seg < seg->mapped_size) _bk_huge_free(seg);
     return;
   }
   /* Only a page that handed out over-aligned blocks sees interior pointers

@@ -102,7 +102,8 @@ static bool parse_bool(const char *s, long long *out) {
 /* Whole numbers, with a K/M/G/T (KiB, MB...) suffix for sizes. */
 static bool parse_number(const char *s, bool size, long long *out) {
   char *end;
-  if (!*s || *s == '-' || *s == '+') return false;
+  /* strtoull would skip leading spaces and take a sign after them. */
+  if (*s < '0' || *s > '9') return false;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || end == s) return false;
@@ -243,18 +244,44 @@ static void warn_unknown(const char *name, size_t len) {
   _bk_warning("unknown variable %.*s ignored%s (valid names: %s)", (int)len, name, hint, list);
 }
 
-static void apply_environment(brisk_option_t opt) {
+int _bk_option_parse_env(brisk_option_t opt, const char *v, long long *value) {
+  if ((unsigned)opt >= BRISK_OPTION_COUNT) return EINVAL;
   const struct option_info *o = &options[opt];
-  const char *v = getenv(o->env);
-  long long value;
-  if (!v) return;
   char range[96];
   range_text(o, range, sizeof range);
-  if (!parse_option(opt, v, &value))
+  if (!parse_option(opt, v, value)) {
     _bk_warning("ignoring %s=\"%s\": expected %s%s%s", o->env, v, accepted_form[o->kind], *range ? ", in " : "",
                 range);
-  else if (!in_range(o, value)) _bk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
-  else _bk_option_set(opt, value); /* RESERVE warns itself when it falls short */
+    return EINVAL;
+  }
+  if (!in_range(o, *value)) {
+    _bk_warning("ignoring %s=\"%s\": out of range (allowed: %s)", o->env, v, range);
+    return EINVAL;
+  }
+  return 0;
+}
+
+static void apply_environment(brisk_option_t opt) {
+  const char *v = getenv(options[opt].env);
+  long long value;
+  if (v && !_bk_option_parse_env(opt, v, &value)) _bk_option_set(opt, value); /* RESERVE warns when short */
+}
+
+int _bk_options_check_names(char *const *env) {
+  int unknown = 0;
+  for (; env && *env; env++) {
+    if (strncmp(*env, "BRISK_", 6)) continue;
+    const char *eq = strchr(*env, '=');
+    size_t len = eq ? (size_t)(eq - *env) : strlen(*env);
+    bool known = !strncmp(*env, TOOL_PREFIX, strlen(TOOL_PREFIX)) || in_list(*env, len, other_variables) ||
+        in_list(*env, len, tool_variables);
+    for (int i = 0; i < BRISK_OPTION_COUNT && !known; i++) known = name_is(*env, len, options[i].env);
+    if (!known) {
+      warn_unknown(*env, len);
+      unknown++;
+    }
+  }
+  return unknown;
 }
 
 /* Each variable once, at start: a malformed or out-of-range value or an
@@ -265,13 +292,5 @@ void _bk_options_read_environment(void) {
   apply_environment(BRISK_OPTION_REALTIME);
   for (int i = 0; i < BRISK_OPTION_COUNT; i++)
     if (i != BRISK_OPTION_REALTIME) apply_environment((brisk_option_t)i);
-  for (char **e = environ; e && *e; e++) {
-    if (strncmp(*e, "BRISK_", 6)) continue;
-    const char *eq = strchr(*e, '=');
-    size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
-    bool known = !strncmp(*e, TOOL_PREFIX, strlen(TOOL_PREFIX)) || in_list(*e, len, other_variables) ||
-        in_list(*e, len, tool_variables);
-    for (int i = 0; i < BRISK_OPTION_COUNT && !known; i++) known = name_is(*e, len, options[i].env);
-    if (!known) warn_unknown(*e, len);
-  }
+  _bk_options_check_names(environ);
 }

@@ -245,13 +245,23 @@ static inline segment_t *segment_of(const void *p) {
   if (unlikely(a >> 48)) return NULL;
   size_t idx = a >> SEGMENT_SHIFT;
   uint8_t tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
-  if (likely(tag == 1)) return (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
-  if (tag == 0) return NULL;
-  while (tag > 1) {
-    idx -= (size_t)tag - 1;
-    tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
+  segment_t *seg;
+  if (likely(tag == 1)) {
+    seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
+  } else {
+    if (tag == 0) return NULL;
+    while (tag > 1) {
+      idx -= (size_t)tag - 1;
+      tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
+    }
+    if (tag != 1) return NULL;
+    seg = (segment_t *)(idx << SEGMENT_SHIFT);
   }
-  return tag == 1 ? (segment_t *)(idx << SEGMENT_SHIFT) : NULL;
+  /* A huge block's mapping may end inside its last 4 MiB chunk, and the OS
+   * may map anything after it (found by fuzz/fuzz_api.c): past the mapping
+   * nothing is brisk's. */
+  if (unlikely(PEEK(seg->kind) == SEG_HUGE) && a - (uintptr_t)seg >= PEEK(seg->mapped_size)) return NULL;
+  return seg;
 }
 
 static inline page_t *page_of(segment_t *seg, const void *p) {

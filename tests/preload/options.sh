@@ -105,10 +105,10 @@ bad() {
   grep -q "warning" "$TMP/err" || fail "$var='$val': not a warning: $(cat "$TMP/err")"
   for name in "${!DEFAULT[@]}"; do expect_value "$name" "${DEFAULT[$name]}" "$var='$val'"; done
 }
-for val in abc 12Q -5 "" 1.5 "25 0" 250ms +5 0x10 99999999999999999999999; do
+for val in abc 12Q -5 "" 1.5 "25 0" 250ms +5 0x10 99999999999999999999999 " 250" " +5" $'\t250'; do
   bad BRISK_PURGE_DELAY_MS "$val" "whole number"
 done
-for val in abc 12Q -5 "" 64MM 4X 1.5G 16777216T 64M- M " -5"; do
+for val in abc 12Q -5 "" 64MM 4X 1.5G 16777216T 64M- M " -5" " 64M" " +64M"; do
   bad BRISK_CACHE_CAP "$val" "512M"
   bad BRISK_MAX_BYTES "$val" "512M"
   bad BRISK_RESERVE "$val" "512M"
