@@ -7,6 +7,7 @@
 // ThreadSanitizer, which does not support forking a threaded process.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <unistd.h>
 #include <cstdint>
@@ -151,6 +152,24 @@ TEST_F(SecureDeath, DoubleFreeWhenTheFirstFreeCameFromAnotherThread) {
   }
 }
 
+TEST_F(SecureDeath, FreeOfABlockNeverHandedOutAborts) {
+  // A block threaded onto a fresh page's list and never handed out is
+  // free: freeing it would put it on two lists (found by fuzz_corrupt,
+  // where the page's memory had been purged to zero).
+  EXPECT_DEATH(
+      {
+        std::vector<uintptr_t> got;
+        for (int i = 0; i < 8; i++) got.push_back((uintptr_t)brisk_malloc(48));
+        std::sort(got.begin(), got.end());
+        for (size_t i = 0; i + 1 < got.size(); i++)
+          if (got[i + 1] - got[i] > 48) {
+            brisk_free(launder((void *)(got[i] + 48)));
+            break;
+          }
+      },
+      "free\\(0x[0-9a-f]+\\): double free");
+}
+
 TEST_F(SecureDeath, ReallocOfAFreedBlockAborts) {
   EXPECT_DEATH(
       {
@@ -173,6 +192,19 @@ TEST_F(SecureDeath, InteriorPointerEveryTier) {
         },
         "inside a block");
   }
+}
+
+TEST_F(SecureDeath, InteriorPointerOnAPageOfOverAlignedBlocksAborts) {
+  // Such a page takes pointers inside its blocks (an over-aligned block
+  // starts there), but only at an alignment of 32 or more (found by
+  // fuzz_corrupt: a pointer 28 bytes into a block was freed).
+  EXPECT_DEATH(
+      {
+        for (int i = 0; i < 16; i++) g_sink = brisk_aligned_alloc(256, 100);  // blocks of 368 B
+        char *p = (char *)brisk_malloc(360);
+        brisk_free(launder(p + 28));
+      },
+      "inside a block");
 }
 
 TEST_F(SecureDeath, ForeignPointerAborts) {

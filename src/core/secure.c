@@ -80,7 +80,8 @@ static uint64_t next_random(void) {
  * touches its fresh blocks 3x slower). */
 #define SHUFFLE_STREAMS 8
 
-/* Threads the count blocks of bsize at first onto tail, in that order. */
+/* Threads the count blocks of bsize at first onto tail, in that order,
+ * each marked free. */
 block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail) {
   size_t next[SHUFFLE_STREAMS], end[SHUFFLE_STREAMS];
   size_t streams = count < SHUFFLE_STREAMS ? count : SHUFFLE_STREAMS;
@@ -102,6 +103,10 @@ block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, 
     bits_left -= 8;
     block_t *b = (block_t *)(first + next[j] * bsize);
     b->next = link_encode(keys, b, head);
+    /* Marked free, as a freed block is: a page's memory may have been
+     * purged (zero) or held other blocks before, and a free of a block
+     * that was never handed out is a double free too. */
+    ((uintptr_t *)b)[1] = (uintptr_t)b ^ keys.freed;
     head = b;
     if (++next[j] == end[j]) { /* run done: the last run takes its place */
       streams--;

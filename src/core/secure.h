@@ -126,7 +126,8 @@ static inline void secure_page_check(const char *call, page_t *pg, const void *p
   uint64_t c = _bk_class_multiple_test[pg->size_class];
   uint32_t inside = 0;
   if (unlikely((uint64_t)(uint32_t)off * c > c - 1)) {
-    if (!(PEEK(pg->flags) & PAGE_HAS_ALIGNED))
+    /* Over-aligned blocks (alignment 32 and up) start inside their blocks. */
+    if (!(PEEK(pg->flags) & PAGE_HAS_ALIGNED) || ((uintptr_t)p & (2 * BLOCK_ALIGN - 1)))
       _bk_secure_bad_free(call, p, "pointer is inside a block, not at its start");
     inside = (uint32_t)off % (uint32_t)pg->block_size;
   }
