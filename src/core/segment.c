@@ -122,15 +122,25 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
   _bk_segment_pages_delta(seg, -1);
 }
 
+/* For the full assertions: a page given back holds every block it threaded
+ * on its lists. A link that leads out of the page is the program's doing
+ * (a write after free), reported as the secure library reports it when it
+ * pops such a link, not as brisk's own failure. */
+static inline bool lists_hold_every_block(const page_t *pg) {
+  const void *bad = NULL;
+  long n = _bk_page_list_walk(pg, pg->free, NULL, &bad);
+  long m = bad ? 0 : _bk_page_list_walk(pg, pg->local_free, NULL, &bad);
+  if (BRISK_SECURE && bad) _bk_secure_corrupted_link(pg->start, bad);
+  return n + m == (long)pg->capacity;
+}
+
 /* Gives the page back to its segment, and the segment to the cache once
  * empty (keeping one per kind for reuse). */
 void _bk_segment_page_release(heap_t *h, page_t *pg) {
   segment_t *seg = segment_of(pg);
   list_t *list = &h->segments[seg->kind];
   BRISK_ASSERT(pg->used == 0);
-  BRISK_ASSERT_FULL(_bk_page_list_walk(pg, pg->free, NULL, NULL) +
-                        _bk_page_list_walk(pg, pg->local_free, NULL, NULL) ==
-                    (long)pg->capacity);
+  BRISK_ASSERT_FULL(lists_hold_every_block(pg));
   _bk_segment_page_freed(seg, pg);
   list_move_to_front(list, &seg->link);
   if (seg->pages_in_use == 0 && seg->link.next) {
