@@ -25,6 +25,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   pg->link.next = pg->link.prev = NULL;
   atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
   atomic_store_explicit(&pg->heap, h, memory_order_release);
+  page_initialized(pg);
   _bk_page_extend(pg);
 }
 

@@ -103,6 +103,15 @@ typedef struct page {
   _Atomic(struct heap *) heap;
   list_node_t link;        /* in the heap's queue for its class, or its full list (owner) */
   uint64_t released_at_ms; /* when it went back to its segment (for purging) */
+#if BRISK_CHECKED
+  /* Blocks handed out since the page's init, counted in address order: a
+   * page hands out its fresh blocks in that order (_bk_page_extend threads
+   * them only when its free list is empty), so a block below the count was
+   * handed out and, if handed out again, freed meanwhile; one at or above
+   * it never was. PUBLISHed by the owner (page_initialized,
+   * checked_block.c), PEEKed by frees on any thread. */
+  uint32_t handed_out;
+#endif
 } page_t;
 
 /* ---- Segments ----------------------------------------------------------- */
@@ -267,11 +276,28 @@ static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
 
 static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH_ADD(*counter, n); }
 
-/* The checked library marks freed blocks (checked.c); a block handed out
- * loses the mark. */
+/* The link of a free block (its first word). New code reads it only
+ * through this, so that an encoding of the links can be swapped in. */
+static inline block_t *block_next(const block_t *b) { return b->next; }
+
+/* Every block a page hands out (page_pop, hot_pop). The checked library
+ * verifies there that a freed block was not written since its free
+ * (checked_block.c). */
+#if BRISK_CHECKED
+BRISK_INTERNAL void _bk_checked_handed_out(block_t *b);
+#endif
+/* A page (re)initialized for a size class (page.c). */
+static inline void page_initialized(page_t *pg) {
+#if BRISK_CHECKED
+  PUBLISH(pg->handed_out, 0);
+#else
+  (void)pg;
+#endif
+}
+
 static inline void block_handed_out(block_t *b) {
 #if BRISK_CHECKED
-  ((uintptr_t *)b)[1] = 0;
+  _bk_checked_handed_out(b);
 #else
   (void)b;
 #endif
