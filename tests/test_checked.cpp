@@ -17,15 +17,7 @@ using namespace bt;
 
 namespace {
 
-class CheckedDeath : public ::testing::Test {
- protected:
-  void SetUp() override {
-#if BRISK_TEST_TSAN
-    GTEST_SKIP() << "death tests are not run under ThreadSanitizer";
-#endif
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-  }
-};
+using CheckedDeath = DeathTest;
 
 // Keeps the compiler from proving things about pointers passed to free.
 void *volatile g_sink;

@@ -265,6 +265,19 @@ struct alignas(256) A256 {
   bool operator<(const A256 &o) const { return c[0] < o.c[0]; }
 };
 
+// Death tests (the checked library's reports): run in the "threadsafe"
+// style (the child re-executes the test binary), and skipped under
+// ThreadSanitizer, which does not support forking a threaded process.
+class DeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if BRISK_TEST_TSAN
+    GTEST_SKIP() << "death tests are not run under ThreadSanitizer";
+#endif
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+};
+
 }  // namespace bt
 
 #endif

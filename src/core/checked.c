@@ -23,6 +23,18 @@ static const char *freed_misuse(const checked_call_t *call, char *buf, size_t le
   return buf;
 }
 
+/* p is a block already freed, or dropped with its heap. */
+static _Noreturn void freed_fail(const checked_call_t *call, const block_view_t *v, void *p) {
+  char what[96], misuse[64];
+  if (v->state == BLOCK_DROPPED)
+    _bk_checked_fail(call, v,
+                     "%s(%p): block of a destroyed heap: the block (%s) was freed when its heap was destroyed or "
+                     "reset",
+                     call->fn, p, _bk_block_describe(v, what, sizeof what));
+  _bk_checked_fail(call, v, "%s(%p): %s: the block (%s) was already freed", call->fn, p,
+                   freed_misuse(call, misuse, sizeof misuse), _bk_block_describe(v, what, sizeof what));
+}
+
 /* The live block p starts, in *v; anything else aborts naming the misuse. */
 static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
   char what[96], misuse[64];
@@ -32,15 +44,12 @@ static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
                      "and given back to the OS)",
                      call->fn, p);
   if (PEEK(v->seg->state) == SEG_STATE_CACHED)
-    _bk_checked_fail(call, v,
-                     "%s(%p): %s: the block's memory is free in brisk's cache (freed, or its heap destroyed)",
+    _bk_checked_fail(call, v, "%s(%p): %s, or a block of a destroyed heap: its memory is free in brisk's cache",
                      call->fn, p, freed_misuse(call, misuse, sizeof misuse));
   /* A page's blocks it never handed out (or not since its memory held
    * blocks of another class) may hold any bytes, a trailer included. */
   if (v->pg && (!PEEK(v->pg->in_use) || (size_t)(v->start - v->pg->start) / v->size >= PEEK(v->pg->handed_out))) {
-    if (v->state == BLOCK_FREED || v->state == BLOCK_DROPPED)
-      _bk_checked_fail(call, v, "%s(%p): %s: the block (%s) was already freed", call->fn, p,
-                       freed_misuse(call, misuse, sizeof misuse), _bk_block_describe(v, what, sizeof what));
+    if (v->state == BLOCK_FREED || v->state == BLOCK_DROPPED) freed_fail(call, v, p);
     v->state = BLOCK_UNKNOWN;
     _bk_checked_fail(call, v, "%s(%p): pointer is not a live block (%s): brisk has not handed out this block",
                      call->fn, p, _bk_block_describe(v, what, sizeof what));
@@ -49,24 +58,17 @@ static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
     if ((uint8_t *)p != v->start)
       _bk_checked_fail(call, v, "%s(%p): pointer is inside a block, not at its start (%s at %p, not a live block)",
                        call->fn, p, _bk_block_describe(v, what, sizeof what), (void *)v->start);
-    _bk_checked_fail(
-        call, v,
-        "%s(%p): corrupt block or invalid pointer: the trailer of the block (%s) does not check (a heap "
-        "overflow wrote past its canary, or brisk never handed this block out)",
-        call->fn, p, _bk_block_describe(v, what, sizeof what));
+    _bk_checked_fail(call, v,
+                     "%s(%p): corrupt block or invalid pointer: the trailer of the block (%s) does not check (a "
+                     "heap overflow wrote past its canary, or brisk never handed this block out)",
+                     call->fn, p, _bk_block_describe(v, what, sizeof what));
   }
   uint8_t *user = v->start + v->trailer->offset;
   if ((uint8_t *)p != user)
     _bk_checked_fail(
         call, v, "%s(%p): pointer is inside a block, not at its start (the block of %s starts at %p%s)", call->fn,
         p, _bk_block_describe(v, what, sizeof what), (void *)user, v->state == BLOCK_LIVE ? "" : "; it was freed");
-  if (v->state == BLOCK_FREED)
-    _bk_checked_fail(call, v, "%s(%p): %s: the block (%s) was already freed", call->fn, p,
-                     freed_misuse(call, misuse, sizeof misuse), _bk_block_describe(v, what, sizeof what));
-  if (v->state == BLOCK_DROPPED)
-    _bk_checked_fail(call, v, "%s(%p): %s: the block (%s) was freed when its heap was destroyed or reset",
-                     call->fn, p, freed_misuse(call, misuse, sizeof misuse),
-                     _bk_block_describe(v, what, sizeof what));
+  if (v->state != BLOCK_LIVE) freed_fail(call, v, p);
   const uint8_t *bad = _bk_block_canary_broken(v);
   if (bad)
     _bk_checked_fail(call, v,
