@@ -81,6 +81,8 @@ static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
 /* The block becomes free: marked, then handed to brisk. */
 static void release(const checked_call_t *call, block_view_t *v, void *p) {
   _bk_block_mark_freed(v, BLOCK_FREED, _bk_stack_record(call->frame));
+  VG_BLOCK_FREE(p);
+  if (v->pg) VG_DEFINED(v->start, 2 * sizeof(void *));
   _bk_heap_free_generic(v->seg, v->pg ? v->pg : page_of(v->seg, p), p);
 }
 
@@ -96,7 +98,7 @@ static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, siz
   bool zeroed = false;
   if (align > BLOCK_ALIGN) {
     p = heap_aligned_block(h, align, need);
-  } else if (zero && need > LARGE_SIZE_MAX) {
+  } else if (zero && need > LARGE_SIZE_MAX && !BRISK_VALGRIND) {
     p = (h = heap_ready(h)) ? _bk_huge_alloc(h, need, 0, true) : NULL; /* zeroes only what it must */
     zeroed = true;
   } else {
@@ -106,8 +108,10 @@ static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, siz
   if (!p) return NULL;
   block_view_t v;
   if (!_bk_block_view(p, &v)) _bk_checked_fail(call, NULL, "%s: internal error: no block at %p", call->fn, p);
+  VG_DEFINED(v.start, v.size); /* a huge block may have been freed (no access) */
   _bk_block_set_live(&v, p, size, _bk_stack_record(call->frame));
   if (zero && !zeroed) memset(p, 0, size);
+  VG_BLOCK_ALLOC(p, size, zero);
   return p;
 }
 
@@ -125,18 +129,20 @@ void _bk_checked_free(void *p) {
 }
 
 /* In place when the block has room (as the release library: down to half
- * of it), else a new block; a huge block resizes its mapping. */
+ * of it), else a new block; a huge block resizes its mapping. Under
+ * memcheck (BRISK_VALGRIND) always a new block: a copy carries what
+ * memcheck knows of each byte. */
 void *_bk_checked_realloc(heap_t *h, void *p, size_t size) {
   checked_call_t call = {"realloc", STACK_HERE()};
   if (!p) return alloc_block(&call, h, size, 0, false);
   block_view_t v;
   check_live(&call, p, &v);
   size_t room = (size_t)((uint8_t *)v.trailer - (uint8_t *)p) - 1;
-  if (v.pg && size <= room && size >= room / 2) {
+  if (!BRISK_VALGRIND && v.pg && size <= room && size >= room / 2) {
     _bk_block_set_live(&v, p, size, _bk_stack_record(call.frame));
     return p;
   }
-  if (!v.pg && size > LARGE_SIZE_MAX && size <= PTRDIFF_MAX) {
+  if (!BRISK_VALGRIND && !v.pg && size > LARGE_SIZE_MAX && size <= PTRDIFF_MAX) {
     void *q = _bk_huge_realloc(v.seg, p, size + CHECKED_OVERHEAD);
     block_view_t w;
     if (q && !_bk_block_view(q, &w)) _bk_checked_fail(&call, NULL, "realloc: internal error: no block at %p", q);
@@ -164,7 +170,9 @@ size_t _bk_checked_usable_size(const void *p) {
 
 static void drop_if_live(uint8_t *block, uint32_t stack) {
   block_view_t v;
-  if (_bk_block_view(block, &v) && v.state == BLOCK_LIVE) _bk_block_mark_freed(&v, BLOCK_DROPPED, stack);
+  if (!_bk_block_view(block, &v) || v.state != BLOCK_LIVE) return;
+  _bk_block_mark_freed(&v, BLOCK_DROPPED, stack);
+  VG_BLOCK_FREE(v.start + v.trailer->offset);
 }
 
 /* Its live blocks are marked freed by this call, so a later free, realloc
@@ -177,7 +185,7 @@ void _bk_checked_heap_drop(heap_t *h) {
          seg = LIST_NEXT(seg, segment_t, link))
       for (uint32_t i = 0; i < seg->page_count; i++) {
         page_t *pg = &seg->pages[i];
-        for (uint32_t k = 0; pg->in_use && k < pg->capacity; k++)
+        for (uint32_t k = 0; pg->in_use && k < pg->handed_out; k++)
           drop_if_live(pg->start + k * pg->block_size, stack);
       }
   pthread_mutex_lock(&h->huge_lock);

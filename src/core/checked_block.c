@@ -192,6 +192,7 @@ void _bk_checked_handed_out(block_t *b) {
   checked_call_t here = {"malloc", STACK_HERE()};
   const checked_call_t *call = _bk_checked_call ? _bk_checked_call : &here;
   block_view_t v = {.seg = seg, .pg = pg, .start = (uint8_t *)b, .size = pg->block_size};
+  VG_DEFINED(b, v.size);
   view_finish(&v);
   char what[96];
   block_t *next = block_next(b);

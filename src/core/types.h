@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "brisk.h"
+#include "core/memcheck.h"
 #include "ds/ds.h"
 #include "ds/list.h"
 
@@ -286,10 +287,12 @@ static inline block_t *block_next(const block_t *b) { return b->next; }
 #if BRISK_CHECKED
 BRISK_INTERNAL void _bk_checked_handed_out(block_t *b);
 #endif
-/* A page (re)initialized for a size class (page.c). */
+/* A page (re)initialized for a size class (page.c): its memory may hold
+ * blocks of another class, freed (no access for memcheck). */
 static inline void page_initialized(page_t *pg) {
 #if BRISK_CHECKED
   PUBLISH(pg->handed_out, 0);
+  VG_DEFINED(pg->start, (size_t)pg->reserved * pg->block_size);
 #else
   (void)pg;
 #endif
