@@ -88,8 +88,10 @@ static const uint8_t *first_not(const uint8_t *from, const uint8_t *to, uint8_t 
     if (*from != byte) return from;
     from++;
   }
-  for (; from + 8 <= to; from += 8)
-    if (*(const uint64_t *)from != word) break;
+  for (uint64_t w; from + 8 <= to; from += 8) {
+    memcpy(&w, from, sizeof w); /* a load: the bytes may hold any type */
+    if (w != word) break;
+  }
   for (; from < to; from++)
     if (*from != byte) return from;
   return NULL;
