@@ -232,6 +232,21 @@ TEST_F(CheckedDeath, PoolWriteAfterFree) {
       "written after it was freed");
 }
 
+TEST_F(CheckedDeath, PoolObjectWrittenAfterItsPoolWasDestroyed) {
+  // The pool's slabs are freed blocks once it is destroyed: a write to an
+  // object shows when the slab's memory is handed out again.
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        unsigned char *p = static_cast<unsigned char *>(brisk_pool_alloc(pool));
+        brisk_pool_destroy(pool);
+        static_cast<volatile unsigned char *>(launder(p))[20] = 0x42;
+        for (int i = 0; i < 1000; ++i) g_sink = brisk_malloc(64 * 1024);
+      },
+      "write after free: the block 0x[0-9a-f]+ \\(65536 bytes, size class [0-9]+\\) was written after it was "
+      "freed");
+}
+
 // ---- Handles used after destroy (issue 10, item 9) ---------------------------
 // The struct of a destroyed heap or pool stays mapped and marked dead, and is
 // reused only after many others were destroyed: a stale handle is named.
