@@ -397,3 +397,18 @@ TEST_F(CheckedMisuse, LeakReportGroupsLeaksByAllocationStack) {
       "  3 blocks of 300 bytes, 900 bytes, allocated at:\n" FRAMES "    #[0-9]+ 0x[0-9a-f]+ [^\n]*checked_test_leak");
   unsetenv("BRISK_LEAK_REPORT");
 }
+
+TEST_F(CheckedMisuse, NoStacksRecordedWithStackDepthZero) {
+  setenv("BRISK_LEAK_REPORT", "1", 1);
+  setenv("BRISK_STACK_DEPTH", "0", 1);
+  EXPECT_EXIT(
+      {
+        checked_test_leak(100, 5);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      "brisk leak report: 5 live blocks, 500 bytes \\(pid [0-9]+, [^)]*\\)\n"
+      "  5 blocks of 100 bytes, 500 bytes, allocated with no stack recorded");
+  unsetenv("BRISK_STACK_DEPTH");
+  unsetenv("BRISK_LEAK_REPORT");
+}
