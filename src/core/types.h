@@ -281,12 +281,6 @@ static inline void stat_add(uint64_t *counter, uint64_t n) { PUBLISH_ADD(*counte
  * through this, so that an encoding of the links can be swapped in. */
 static inline block_t *block_next(const block_t *b) { return b->next; }
 
-/* Every block a page hands out (page_pop, hot_pop). The checked library
- * verifies there that a freed block was not written since its free
- * (checked_block.c). */
-#if BRISK_CHECKED
-BRISK_INTERNAL void _bk_checked_handed_out(block_t *b);
-#endif
 /* A page (re)initialized for a size class (page.c): its memory may hold
  * blocks of another class, freed (no access for memcheck). */
 static inline void page_initialized(page_t *pg) {
@@ -298,6 +292,12 @@ static inline void page_initialized(page_t *pg) {
 #endif
 }
 
+/* Every block a page hands out (page_pop, hot_pop). The checked library
+ * verifies there that a freed block was not written since its free
+ * (checked_block.c). */
+#if BRISK_CHECKED
+BRISK_INTERNAL void _bk_checked_handed_out(block_t *b);
+#endif
 static inline void block_handed_out(block_t *b) {
 #if BRISK_CHECKED
   _bk_checked_handed_out(b);
