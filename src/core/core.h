@@ -214,6 +214,14 @@ BRISK_INTERNAL const char *_bk_block_describe(const block_view_t *v, char *buf, 
 BRISK_INTERNAL _Noreturn void _bk_checked_fail(const checked_call_t *call, const block_view_t *v, const char *fmt,
                                                ...) __attribute__((format(printf, 3, 4)));
 
+/* A misuse found outside a block's checks (heaps, pools): the message and,
+ * in the checked library, the stack above the function it is in. */
+#if BRISK_CHECKED
+#define CHECKED_FAIL(...) _bk_checked_fail(&(checked_call_t){"", STACK_HERE()}, NULL, __VA_ARGS__)
+#else
+#define CHECKED_FAIL(...) _bk_fatal(__VA_ARGS__)
+#endif
+
 /* ---- heap.c: the allocation and free slow paths ------------------------- */
 BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
 BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p);

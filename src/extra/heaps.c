@@ -14,9 +14,9 @@ static inline heap_t *heap_checked(const brisk_heap_t *bh, const char *fn, bool 
   heap_t *h = (heap_t *)bh;
 #if BRISK_CHECKED
   if (allocates && !pthread_equal(h->owner_thread, pthread_self()))
-    _bk_fatal("%s: heap %p used from a thread that does not own it (a heap allocates only on the "
-              "thread that created it)",
-              fn, (void *)bh);
+    CHECKED_FAIL("%s: heap %p used from a thread that does not own it (a heap allocates only on the "
+                 "thread that created it)",
+                 fn, (void *)bh);
 #else
   (void)allocates;
 #endif
