@@ -81,22 +81,6 @@ void _bk_block_seal(block_view_t *v, enum block_state state) {
   v->state = state;
 }
 
-/* The first byte of [from, to) that is not `byte`, or NULL. */
-static const uint8_t *first_not(const uint8_t *from, const uint8_t *to, uint8_t byte) {
-  uint64_t word = 0x0101010101010101ull * byte;
-  while (from < to && ((uintptr_t)from & 7)) {
-    if (*from != byte) return from;
-    from++;
-  }
-  for (uint64_t w; from + 8 <= to; from += 8) {
-    memcpy(&w, from, sizeof w); /* a load: the bytes may hold any type */
-    if (w != word) break;
-  }
-  for (; from < to; from++)
-    if (*from != byte) return from;
-  return NULL;
-}
-
 void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack) {
   trailer_t *t = v->trailer;
   t->requested = requested;
@@ -112,7 +96,7 @@ void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32
 const uint8_t *_bk_block_canary_broken(const block_view_t *v) {
   const uint8_t *end = v->start + v->trailer->offset + v->trailer->requested;
   size_t room = (size_t)((const uint8_t *)v->trailer - end);
-  return first_not(end, end + (room < CANARY_MAX ? room : CANARY_MAX), CANARY_BYTE);
+  return first_byte_not(end, end + (room < CANARY_MAX ? room : CANARY_MAX), CANARY_BYTE);
 }
 
 void _bk_block_mark_freed(block_view_t *v, enum block_state state, uint32_t free_stack) {
@@ -173,7 +157,7 @@ static void verify_freed(const checked_call_t *call, const block_view_t *v) {
         want = ((const uint8_t *)&cookie)[i];
       }
   } else {
-    bad = first_not(b + 2 * sizeof cookie, (const uint8_t *)v->trailer, FREED_BYTE);
+    bad = first_byte_not(b + 2 * sizeof cookie, (const uint8_t *)v->trailer, FREED_BYTE);
   }
   if (!bad) return;
   char what[96];

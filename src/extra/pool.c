@@ -110,12 +110,11 @@ static void check_free(brisk_pool_t *pool, void *p) {
 }
 
 static void check_alloc(brisk_pool_t *pool, void *p) {
-  const uint8_t *bytes = p;
-  for (size_t i = sizeof(block_t); i < pool->object_size; i++)
-    if (bytes[i] != POISON)
-      CHECKED_FAIL("brisk_pool_alloc(%p): object %p of %zu bytes was written after it was freed (byte %zu is "
-                   "0x%02x, not 0x%02x)",
-                   (void *)pool, p, pool->object_size, i, bytes[i], POISON);
+  const uint8_t *bytes = p, *bad = first_byte_not(bytes + sizeof(block_t), bytes + pool->object_size, POISON);
+  if (bad)
+    CHECKED_FAIL("brisk_pool_alloc(%p): object %p of %zu bytes was written after it was freed (byte %zu is "
+                 "0x%02x, not 0x%02x)",
+                 (void *)pool, p, pool->object_size, (size_t)(bad - bytes), *bad, POISON);
   slab_t *s = slab_of(p);
   size_t i = (size_t)(bytes - s->objects) / pool->object_size;
   atomic_fetch_or(&s->live_bits[i / 64], (uint64_t)1 << (i % 64));
