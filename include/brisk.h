@@ -70,7 +70,8 @@ BRISK_API void brisk_free(void *ptr);
 BRISK_API void brisk_free_sized(void *ptr, size_t size);
 /* alignment: a power of two. size need not be a multiple of it. Every
  * alignment (tested up to 1 GiB) and every size, 0 included, gives a usable
- * block (at least one byte) that free releases and the reports walk;
+ * block (at least one byte; the checked library: the size asked) that free
+ * releases and the reports walk;
  * aligned blocks above 1 MiB are recycled through the same caches as other
  * huge blocks. Alignments above 4 MiB cost address space (the 4 MiB before
  * the block), not memory. A grown huge block (realloc) keeps 4 MiB
@@ -79,8 +80,9 @@ BRISK_MALLOC_ATTR void *brisk_aligned_alloc(size_t alignment, size_t size);
 /* alignment: a power of two that is a multiple of sizeof(void*). */
 BRISK_API int brisk_posix_memalign(void **out, size_t alignment, size_t size);
 BRISK_MALLOC_ATTR void *brisk_memalign(size_t alignment, size_t size);
-/* Bytes that may be used at ptr (at least the requested size); 0 for NULL
- * or a pointer brisk did not allocate. */
+/* Bytes that may be used at ptr (at least the requested size; in the
+ * checked library exactly the requested size, a canary lies past it); 0 for
+ * NULL or a pointer brisk did not allocate. */
 BRISK_API size_t brisk_usable_size(const void *ptr);
 
 /* ---- Limits -------------------------------------------------------------- */
@@ -342,7 +344,8 @@ enum brisk_check_error {
 BRISK_API int brisk_check_heap(void);
 BRISK_API const char *brisk_check_message(void);
 
-/* Calls visit(block, usable_size, arg) for each live block of the calling
+/* Calls visit(block, usable_size, arg) (the checked library: the pointer
+ * handed out and the size asked) for each live block of the calling
  * thread's heap, its explicit heaps, exited threads' abandoned segments and
  * every huge block; stops early when visit returns nonzero. Blocks of other
  * live threads' heaps are not visited (their lists change under us). */

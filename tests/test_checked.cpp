@@ -17,15 +17,11 @@ using namespace bt;
 
 namespace {
 
-class CheckedDeath : public ::testing::Test {
- protected:
-  void SetUp() override {
-#if BRISK_TEST_TSAN
-    GTEST_SKIP() << "death tests are not run under ThreadSanitizer";
-#endif
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-  }
-};
+using CheckedDeath = DeathTest;
+
+// The rest of a report's first line, and the first frame of the stack of
+// the call that found the misuse.
+#define WITH_STACK "[^\n]*\n  detected at:\n    #0 0x[0-9a-f]+"
 
 // Keeps the compiler from proving things about pointers passed to free.
 void *volatile g_sink;
@@ -46,7 +42,7 @@ TEST_F(CheckedDeath, DoubleFreeSmall) {
         brisk_free(p);
         brisk_free(launder(p));
       },
-      "double free");
+      "double free" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, DoubleFreeEveryTier) {
@@ -75,7 +71,7 @@ TEST_F(CheckedDeath, DoubleFreeFromAnotherThread) {
         t.join();
         brisk_free(keep);
       },
-      "double free");
+      "double free" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, ForeignPointer) {
@@ -85,14 +81,14 @@ TEST_F(CheckedDeath, ForeignPointer) {
         std::memset(on_stack, 1, sizeof on_stack);
         brisk_free(launder(on_stack));
       },
-      "not allocated by brisk");
+      "not allocated by brisk" WITH_STACK);
   EXPECT_DEATH(
       {
         // glibc's (or the sanitizer's) malloc: brisk_core does not replace it.
         void *p = std::malloc(100);
         brisk_free(launder(p));
       },
-      "not allocated by brisk");
+      "not allocated by brisk" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, InteriorPointer) {
@@ -101,13 +97,13 @@ TEST_F(CheckedDeath, InteriorPointer) {
         char *p = static_cast<char *>(brisk_malloc(4000));
         brisk_free(launder(p + 16));
       },
-      "inside a block");
+      "inside a block" WITH_STACK);
   EXPECT_DEATH(
       {
         char *p = static_cast<char *>(brisk_malloc(3 * MiB));
         brisk_free(launder(p + 4096));
       },
-      "inside a block");
+      "inside a block" WITH_STACK);
 }
 
 // ---- Explicit heaps -------------------------------------------------------
@@ -119,14 +115,14 @@ TEST_F(CheckedDeath, HeapAllocatedFromAnotherThread) {
         std::thread t([heap] { g_sink = brisk_heap_malloc(heap, 32); });
         t.join();
       },
-      "brisk_heap_malloc.*does not own");
+      "brisk_heap_malloc.*does not own" WITH_STACK);
   EXPECT_DEATH(
       {
         brisk_heap_t *heap = brisk_heap_new();
         std::thread t([heap] { g_sink = brisk_heap_calloc(heap, 4, 8); });
         t.join();
       },
-      "brisk_heap_calloc.*does not own");
+      "brisk_heap_calloc.*does not own" WITH_STACK);
   EXPECT_DEATH(
       {
         brisk_heap_t *heap = brisk_heap_new();
@@ -134,14 +130,14 @@ TEST_F(CheckedDeath, HeapAllocatedFromAnotherThread) {
         std::thread t([=] { g_sink = brisk_heap_realloc(heap, p, 100); });
         t.join();
       },
-      "brisk_heap_realloc.*does not own");
+      "brisk_heap_realloc.*does not own" WITH_STACK);
   EXPECT_DEATH(
       {
         brisk_heap_t *heap = brisk_heap_new();
         std::thread t([heap] { g_sink = brisk_heap_aligned_alloc(heap, 64, 64); });
         t.join();
       },
-      "brisk_heap_aligned_alloc.*does not own");
+      "brisk_heap_aligned_alloc.*does not own" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, NotAHeap) {
@@ -150,7 +146,7 @@ TEST_F(CheckedDeath, NotAHeap) {
         static unsigned char fake[64 * 1024];  // zeroed: no heap looks like this
         g_sink = brisk_heap_malloc(reinterpret_cast<brisk_heap_t *>(fake), 32);
       },
-      "not a heap");
+      "not a heap" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, HeapDestroyedByAnotherThreadAfterOwnerExits) {
@@ -182,7 +178,7 @@ TEST_F(CheckedDeath, PoolDoubleFree) {
         brisk_pool_free(pool, launder(p));
         brisk_pool_free(pool, keep);
       },
-      "double free");
+      "double free" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, PoolPointerFromAnotherPool) {
@@ -193,7 +189,7 @@ TEST_F(CheckedDeath, PoolPointerFromAnotherPool) {
         void *p = brisk_pool_alloc(a);
         brisk_pool_free(b, launder(p));
       },
-      "another pool");
+      "another pool" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, PoolPointerFromOutside) {
@@ -204,7 +200,7 @@ TEST_F(CheckedDeath, PoolPointerFromOutside) {
         unsigned char on_stack[64] = {0};
         brisk_pool_free(pool, launder(on_stack));
       },
-      "not allocated from any pool");
+      "not allocated from any pool" WITH_STACK);
   EXPECT_DEATH(
       {
         brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
@@ -212,7 +208,7 @@ TEST_F(CheckedDeath, PoolPointerFromOutside) {
         void *p = brisk_malloc(64);  // brisk's, but no pool's
         brisk_pool_free(pool, launder(p));
       },
-      "not allocated from any pool");
+      "not allocated from any pool" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, PoolInteriorPointer) {
@@ -222,7 +218,7 @@ TEST_F(CheckedDeath, PoolInteriorPointer) {
         char *p = static_cast<char *>(brisk_pool_alloc(pool));
         brisk_pool_free(pool, launder(p + 8));
       },
-      "not the start of an object");
+      "not the start of an object" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, PoolWriteAfterFree) {
@@ -237,14 +233,29 @@ TEST_F(CheckedDeath, PoolWriteAfterFree) {
         for (int i = 0; i < 4; ++i) g_sink = brisk_pool_alloc(pool);
         brisk_pool_free(pool, keep);
       },
-      "written after it was freed");
+      "written after it was freed" WITH_STACK);
+}
+
+TEST_F(CheckedDeath, PoolObjectWrittenAfterItsPoolWasDestroyed) {
+  // The pool's slabs are freed blocks once it is destroyed: a write to an
+  // object shows when the slab's memory is handed out again.
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        unsigned char *p = static_cast<unsigned char *>(brisk_pool_alloc(pool));
+        brisk_pool_destroy(pool);
+        static_cast<volatile unsigned char *>(launder(p))[20] = 0x42;
+        for (int i = 0; i < 1000; ++i) g_sink = brisk_malloc(64 * 1024);
+      },
+      "write after free: the block 0x[0-9a-f]+ \\(65536 bytes, size class [0-9]+\\) was written after it was "
+      "freed");
 }
 
 // ---- Handles used after destroy (issue 10, item 9) ---------------------------
 // The struct of a destroyed heap or pool stays mapped and marked dead, and is
 // reused only after many others were destroyed: a stale handle is named.
 
-#define DESTROYED(fn, kind) fn "\\(0x[0-9a-f]+\\): " kind " was destroyed"
+#define DESTROYED(fn, kind) fn "\\(0x[0-9a-f]+\\): " kind " was destroyed" WITH_STACK
 
 namespace {
 
@@ -330,7 +341,7 @@ TEST_F(CheckedDeath, NotAPool) {
         static unsigned char fake[4096];  // zeroed: no pool looks like this
         g_sink = brisk_pool_alloc(reinterpret_cast<brisk_pool_t *>(fake));
       },
-      "brisk_pool_alloc\\(0x[0-9a-f]+\\): not a pool from brisk_pool_new");
+      "brisk_pool_alloc\\(0x[0-9a-f]+\\): not a pool from brisk_pool_new" WITH_STACK);
 }
 
 // ---- No false alarms --------------------------------------------------------

@@ -24,7 +24,7 @@ struct Visited {
 int count_visit(void *block, size_t size, void *arg) {
   auto *v = static_cast<Visited *>(arg);
   v->blocks++;
-  if (block == v->target && size >= 1) v->saw_target = true;
+  if (block == v->target && size >= bt::usable_at_least(0)) v->saw_target = true;
   return 0;
 }
 
@@ -160,9 +160,9 @@ TEST(Align, LargeAlignmentsGiveUsableFreeableVisitableBlocks) {
       ASSERT_NE(p, nullptr) << "aligned_alloc(" << align << ", " << size << ")";
       EXPECT_TRUE(aligned_to(p, align)) << p;
       size_t usable = brisk_usable_size(p);
-      EXPECT_GE(usable, size ? size : 1) << "aligned_alloc(" << align << ", " << size << ")";
+      EXPECT_GE(usable, usable_at_least(size)) << "aligned_alloc(" << align << ", " << size << ")";
       EXPECT_TRUE(brisk_owns(p));
-      std::memset(p, 0x5A, size ? size : 1);  // must be writable, size 0 too
+      std::memset(p, 0x5A, usable_at_least(size));  // must be writable, size 0 too
       Visited v;
       v.target = p;
       brisk_visit_blocks(count_visit, &v);

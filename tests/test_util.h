@@ -32,6 +32,12 @@
 #define BRISK_TEST_TSAN 0
 #endif
 #define BRISK_TEST_SANITIZED (BRISK_TEST_ASAN || BRISK_TEST_TSAN)
+// Set for the suites built again on the checked library (*_checked): its
+// usable size, and the size a visit shows, is the size asked for (a canary
+// lies just past it); the release library's is the block's, at least a byte.
+#ifndef BRISK_TEST_CHECKED
+#define BRISK_TEST_CHECKED 0
+#endif
 
 namespace bt {
 
@@ -263,6 +269,22 @@ struct alignas(256) A256 {
   unsigned char c[300];
   explicit A256(unsigned char v = 0) { std::memset(c, v, sizeof c); }
   bool operator<(const A256 &o) const { return c[0] < o.c[0]; }
+};
+
+// What malloc_usable_size says at least for a block of n bytes.
+inline size_t usable_at_least(size_t n) { return BRISK_TEST_CHECKED || n ? n : 1; }
+
+// Death tests (the checked library's reports): run in the "threadsafe"
+// style (the child re-executes the test binary), and skipped under
+// ThreadSanitizer, which does not support forking a threaded process.
+class DeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if BRISK_TEST_TSAN
+    GTEST_SKIP() << "death tests are not run under ThreadSanitizer";
+#endif
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
 };
 
 }  // namespace bt

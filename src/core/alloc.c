@@ -20,6 +20,7 @@ void _bk_free_slow(void *p) {
 }
 
 size_t _bk_usable_size(const void *p) {
+  if (BRISK_CHECKED) return _bk_checked_usable_size(p);
   segment_t *seg = segment_of(p);
   if (!seg) return 0;
   if (seg->kind == SEG_HUGE)
@@ -44,6 +45,7 @@ static heap_t *heap_ready(heap_t *h) { return h != &_bk_heap_empty ? h : _bk_hea
 void *_bk_calloc_in(heap_t *h, size_t count, size_t size) {
   size_t total;
   if (!size_product(count, size, &total)) return NULL;
+  if (BRISK_CHECKED) return _bk_checked_alloc(h, total, 0, true);
   if (total > LARGE_SIZE_MAX) {
     if (!(h = heap_ready(h))) return NULL;
     return _bk_huge_alloc(h, total, 0, true);
@@ -56,6 +58,7 @@ void *_bk_calloc_in(heap_t *h, size_t count, size_t size) {
 static void *realloc_foreign(void *p, size_t size);
 
 void *_bk_realloc_in(heap_t *h, void *p, size_t size) {
+  if (BRISK_CHECKED) return _bk_checked_realloc(h, p, size);
   if (!p) return heap_malloc_fast(h, size);
   _bk_secure_check_block("realloc", p, false);
   segment_t *seg = segment_of(p);
@@ -77,28 +80,9 @@ void *_bk_realloc_in(heap_t *h, void *p, size_t size) {
 
 /* align: a power of two. */
 void *_bk_aligned_in(heap_t *h, size_t align, size_t size) {
+  if (BRISK_CHECKED) return _bk_checked_alloc(h, size, align, false);
   if (align <= BLOCK_ALIGN) return heap_malloc_fast(h, size);
-  if (size > PTRDIFF_MAX) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  if (size <= DIRECT_SIZE_MAX) {
-    /* Often the next block of the size's own class is aligned already. */
-    page_t *pg = h->direct[(size + 15) >> 4];
-    if (pg->free && ((uintptr_t)pg->free & (align - 1)) == 0) return page_pop(h, pg, size);
-  }
-  if (align <= MEDIUM_SIZE_MAX && size + align - 1 <= LARGE_SIZE_MAX) {
-    uint8_t *b = _bk_heap_malloc_generic(h, size + align - 1);
-    if (!b) return NULL;
-    uint8_t *p = (uint8_t *)align_up((uintptr_t)b, align);
-    if (p != b) {
-      page_t *pg = page_of(segment_of(b), b);
-      PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
-    }
-    return p;
-  }
-  if (!(h = heap_ready(h))) return NULL;
-  return _bk_huge_alloc(h, size, align, false);
+  return heap_aligned_block(h, align, size);
 }
 
 /* ---- Foreign pointers --------------------------------------------------- *

@@ -1,44 +1,206 @@
-/* The checks of the checked library (BRISK_CHECKED): every free is
- * validated before it touches brisk's lists, and a misuse aborts with a
- * message that names it. The release library compiles none of this. */
-#include "core/core.h"
+/* The checked library's entry points (BRISK_CHECKED): every allocation,
+ * free, realloc and size query comes here (fast_path.h, alloc.c), is
+ * checked before it touches brisk's lists, and a misuse aborts with a
+ * message that names it, the address, the block's size class and the
+ * stacks (checked_block.c). The release library compiles none of this.
+ *
+ * A block of the checked library is asked of brisk with room for a canary
+ * and a trailer (core.h): malloc_usable_size says the size asked for, and
+ * writing up to it never touches the canary. */
+#include "core/fast_path.h"
 
 #if BRISK_CHECKED
 
+#include <stdio.h>
+#include <string.h>
 
-static bool list_contains(const block_t *list, const block_t *b) {
-  for (size_t n = 0; list && n < (1u << 20); list = link_get(list), n++)
-    if (list == b) return true;
-  return false;
+static heap_t *heap_ready(heap_t *h) { return h != &_bk_heap_empty ? h : _bk_heap_get_initialized(); }
+
+/* "double free", "realloc of a freed block", ... */
+static const char *freed_misuse(const checked_call_t *call, char *buf, size_t len) {
+  if (strcmp(call->fn, "free") == 0) return "double free";
+  snprintf(buf, len, "%s of a freed block", call->fn);
+  return buf;
+}
+
+/* p is a block already freed, or dropped with its heap. */
+static _Noreturn void freed_fail(const checked_call_t *call, const block_view_t *v, void *p) {
+  char what[96], misuse[64];
+  if (v->state == BLOCK_DROPPED)
+    _bk_checked_fail(call, v,
+                     "%s(%p): block of a destroyed heap: the block (%s) was freed when its heap was destroyed or "
+                     "reset",
+                     call->fn, p, _bk_block_describe(v, what, sizeof what));
+  _bk_checked_fail(call, v, "%s(%p): %s: the block (%s) was already freed", call->fn, p,
+                   freed_misuse(call, misuse, sizeof misuse), _bk_block_describe(v, what, sizeof what));
+}
+
+/* The live block p starts, in *v; anything else aborts naming the misuse. */
+static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
+  char what[96], misuse[64];
+  if (!_bk_block_view(p, v))
+    _bk_checked_fail(call, NULL,
+                     "%s(%p): pointer was not allocated by brisk (foreign or invalid pointer, or a block freed "
+                     "and given back to the OS)",
+                     call->fn, p);
+  if (PEEK(v->seg->state) == SEG_STATE_CACHED)
+    _bk_checked_fail(call, v, "%s(%p): %s, or a block of a destroyed heap: its memory is free in brisk's cache",
+                     call->fn, p, freed_misuse(call, misuse, sizeof misuse));
+  /* A page's blocks it never handed out (or not since its memory held
+   * blocks of another class) may hold any bytes, a trailer included. */
+  if (v->pg && (!PEEK(v->pg->in_use) || (size_t)(v->start - v->pg->start) / v->size >= PEEK(v->pg->handed_out))) {
+    if (v->state == BLOCK_FREED || v->state == BLOCK_DROPPED) freed_fail(call, v, p);
+    v->state = BLOCK_UNKNOWN;
+    _bk_checked_fail(call, v, "%s(%p): pointer is not a live block (%s): brisk has not handed out this block",
+                     call->fn, p, _bk_block_describe(v, what, sizeof what));
+  }
+  if (v->state == BLOCK_UNKNOWN) {
+    if ((uint8_t *)p != v->start)
+      _bk_checked_fail(call, v, "%s(%p): pointer is inside a block, not at its start (%s at %p, not a live block)",
+                       call->fn, p, _bk_block_describe(v, what, sizeof what), (void *)v->start);
+    _bk_checked_fail(call, v,
+                     "%s(%p): corrupt block or invalid pointer: the trailer of the block (%s) does not check (a "
+                     "heap overflow wrote past its canary, or brisk never handed this block out)",
+                     call->fn, p, _bk_block_describe(v, what, sizeof what));
+  }
+  uint8_t *user = v->start + v->trailer->offset;
+  if ((uint8_t *)p != user)
+    _bk_checked_fail(
+        call, v, "%s(%p): pointer is inside a block, not at its start (the block of %s starts at %p%s)", call->fn,
+        p, _bk_block_describe(v, what, sizeof what), (void *)user, v->state == BLOCK_LIVE ? "" : "; it was freed");
+  if (v->state != BLOCK_LIVE) freed_fail(call, v, p);
+  const uint8_t *bad = _bk_block_canary_broken(v);
+  if (bad)
+    _bk_checked_fail(call, v,
+                     "%s(%p): heap buffer overflow: the block (%s) was written past its end: byte %zu after it is "
+                     "0x%02x, not the canary 0x%02x",
+                     call->fn, p, _bk_block_describe(v, what, sizeof what),
+                     (size_t)(bad - user) - (size_t)v->trailer->requested, *bad, CANARY_BYTE);
+}
+
+/* The block becomes free: marked, then handed to brisk. */
+static void release(const checked_call_t *call, block_view_t *v, void *p) {
+  _bk_block_mark_freed(v, BLOCK_FREED, _bk_stack_record(call->frame));
+  VG_BLOCK_FREE(p);
+  if (v->pg) VG_DEFINED(v->start, 2 * sizeof(void *));
+  _bk_heap_free_generic(v->seg, v->pg ? v->pg : page_of(v->seg, p), p);
+}
+
+static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, size_t align, bool zero) {
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t need = size + CHECKED_OVERHEAD < CHECKED_MIN_BLOCK ? CHECKED_MIN_BLOCK : size + CHECKED_OVERHEAD;
+  const checked_call_t *outer = _bk_checked_call;
+  _bk_checked_call = call; /* for the check of the block handed out */
+  void *p;
+  bool zeroed = false;
+  if (align > BLOCK_ALIGN) {
+    p = heap_aligned_block(h, align, need);
+  } else if (zero && need > LARGE_SIZE_MAX && !BRISK_VALGRIND) {
+    p = (h = heap_ready(h)) ? _bk_huge_alloc(h, need, 0, true) : NULL; /* zeroes only what it must */
+    zeroed = true;
+  } else {
+    p = heap_malloc_block(h, need);
+  }
+  _bk_checked_call = outer;
+  if (!p) return NULL;
+  block_view_t v;
+  if (!_bk_block_view(p, &v)) _bk_checked_fail(call, NULL, "%s: internal error: no block at %p", call->fn, p);
+  VG_DEFINED(v.start, v.size); /* a huge block may have been freed (no access) */
+  _bk_block_set_live(&v, p, size, _bk_stack_record(call->frame));
+  if (zero && !zeroed) memset(p, 0, size);
+  VG_BLOCK_ALLOC(p, size, zero);
+  return p;
+}
+
+void *_bk_checked_alloc(heap_t *h, size_t size, size_t align, bool zero) {
+  checked_call_t call = {align ? "aligned_alloc" : zero ? "calloc" : "malloc", STACK_HERE()};
+  return alloc_block(&call, h, size, align, zero);
 }
 
 void _bk_checked_free(void *p) {
   if (!p) return;
-  segment_t *seg = segment_of(p);
-  if (!seg) _bk_fatal("free(%p): pointer was not allocated by brisk (foreign or invalid pointer)", p);
-  if (seg->kind == SEG_HUGE) {
-    if ((uint8_t *)p != (uint8_t *)seg + seg->block_offset)
-      _bk_fatal("free(%p): pointer is inside a block, not at its start", p);
-    if (!seg->live) _bk_fatal("free(%p): double free (the block is already free)", p);
-    seg->live = 0;
-    _bk_heap_free_generic(seg, page_of(seg, p), p);
-    return;
+  checked_call_t call = {"free", STACK_HERE()};
+  block_view_t v;
+  check_live(&call, p, &v);
+  release(&call, &v, p);
+}
+
+/* In place when the block has room (as the release library: down to half
+ * of it), else a new block; a huge block resizes its mapping. Under
+ * memcheck (BRISK_VALGRIND) always a new block: a copy carries what
+ * memcheck knows of each byte. */
+void *_bk_checked_realloc(heap_t *h, void *p, size_t size) {
+  checked_call_t call = {"realloc", STACK_HERE()};
+  if (!p) return alloc_block(&call, h, size, 0, false);
+  block_view_t v;
+  check_live(&call, p, &v);
+  size_t room = (size_t)((uint8_t *)v.trailer - (uint8_t *)p) - 1;
+  if (!BRISK_VALGRIND && v.pg && size <= room && size >= room / 2) {
+    _bk_block_set_live(&v, p, size, _bk_stack_record(call.frame));
+    return p;
   }
-  page_t *pg = page_of(seg, p);
-  if (!pg->in_use) _bk_fatal("free(%p): double free or invalid pointer (its page holds no blocks)", p);
-  block_t *b = _bk_page_block_start(pg, p);
-  if ((void *)b != p && !(PEEK(pg->flags) & PAGE_HAS_ALIGNED))
-    _bk_fatal("free(%p): pointer is inside a block, not at its start", p);
-  uintptr_t *words = (uintptr_t *)b;
-  if (words[1] == (freed_mark(b))) {
-    /* Confirm on the owner's lists when this thread owns the page. */
-    bool owner = atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == _bk_tls_heap->uid;
-    if (!owner || list_contains(pg->free, b) || list_contains(pg->local_free, b) ||
-        list_contains(tf_list(atomic_load(&pg->thread_free)), b))
-      _bk_fatal("free(%p): double free (the block is already free)", p);
+  if (!BRISK_VALGRIND && !v.pg && size > LARGE_SIZE_MAX && size <= PTRDIFF_MAX) {
+    void *q = _bk_huge_realloc(v.seg, p, size + CHECKED_OVERHEAD);
+    block_view_t w;
+    if (q && !_bk_block_view(q, &w)) _bk_checked_fail(&call, NULL, "realloc: internal error: no block at %p", q);
+    if (q) {
+      _bk_block_set_live(&w, q, size, _bk_stack_record(call.frame));
+      return q;
+    }
   }
-  words[1] = freed_mark(b);
-  _bk_heap_free_generic(seg, pg, p);
+  void *q = alloc_block(&call, h, size, 0, false);
+  if (!q) return NULL;
+  size_t old = (size_t)v.trailer->requested;
+  memcpy(q, p, size < old ? size : old);
+  release(&call, &v, p);
+  return q;
+}
+
+/* 0 for NULL and pointers brisk did not hand out, as the release library. */
+size_t _bk_checked_usable_size(const void *p) {
+  if (!p || !segment_of(p)) return 0;
+  checked_call_t call = {"malloc_usable_size", STACK_HERE()};
+  block_view_t v;
+  check_live(&call, (void *)p, &v);
+  return (size_t)v.trailer->requested;
+}
+
+static void drop_if_live(uint8_t *block, uint32_t stack) {
+  block_view_t v;
+  if (!_bk_block_view(block, &v) || v.state != BLOCK_LIVE) return;
+  _bk_block_mark_freed(&v, BLOCK_DROPPED, stack);
+  VG_BLOCK_FREE(v.start + v.trailer->offset);
+}
+
+/* Its live blocks are marked freed by this call, so a later free, realloc
+ * or write of one is named (the caller guarantees no thread uses the heap
+ * meanwhile). */
+void _bk_checked_heap_drop(heap_t *h) {
+  uint32_t stack = _bk_stack_record(STACK_HERE());
+  for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
+    for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg;
+         seg = LIST_NEXT(seg, segment_t, link))
+      for (uint32_t i = 0; i < seg->page_count; i++) {
+        page_t *pg = &seg->pages[i];
+        for (uint32_t k = 0; pg->in_use && k < pg->handed_out; k++)
+          drop_if_live(pg->start + k * pg->block_size, stack);
+      }
+  pthread_mutex_lock(&h->huge_lock);
+  for (segment_t *seg = LIST_FIRST(&h->huge_blocks, segment_t, link); seg; seg = LIST_NEXT(seg, segment_t, link))
+    drop_if_live((uint8_t *)seg + seg->block_offset, stack);
+  pthread_mutex_unlock(&h->huge_lock);
+}
+
+bool _bk_checked_user_block(void **block, size_t *size, uint32_t *alloc_stack) {
+  block_view_t v;
+  if (!_bk_block_view(*block, &v) || v.state != BLOCK_LIVE) return false;
+  *block = v.start + v.trailer->offset;
+  *size = (size_t)v.trailer->requested;
+  if (alloc_stack) *alloc_stack = v.trailer->alloc_stack;
+  return true;
 }
 
 #endif

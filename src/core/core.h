@@ -141,6 +141,89 @@ BRISK_INTERNAL void _bk_hot_init(heap_t *h);
 BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
 BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);
 
+/* ---- stack.c: call stacks (checked library) ----------------------------- */
+/* The frame of an entry point of the checked library: a stack taken below
+ * it starts at the entry point's caller. */
+#define STACK_HERE() ((const void *)__builtin_frame_address(0))
+#define STACK_MAX 32        /* frames printed for the call that found a misuse */
+#define STACK_RECORD_MAX 16 /* frames kept for an allocation or a free */
+/* The return addresses of the callers of `entry` (a STACK_HERE()), up to max. */
+BRISK_INTERNAL size_t _bk_stack_capture(const void *entry, uintptr_t *pc, size_t max);
+/* The stack of the callers of `entry`, kept once in a depot: its id, or 0
+ * when none was recorded (BRISK_STACK_DEPTH=0, a full depot, or a brisk
+ * lock held). */
+BRISK_INTERNAL uint32_t _bk_stack_record(const void *entry);
+BRISK_INTERNAL size_t _bk_stack_get(uint32_t id, uintptr_t *pc, size_t max);
+/* "  title:" and a line per frame: address, symbol+offset, module+offset. */
+BRISK_INTERNAL void _bk_stack_print(int fd, const char *title, const uintptr_t *pc, size_t n);
+BRISK_INTERNAL void _bk_stack_print_id(int fd, const char *title, uint32_t id);
+
+/* ---- checked_block.c: what the checked library keeps in a block --------- *
+ * A block of the checked library ends with a trailer; between the bytes
+ * asked for and the trailer lies a canary. A freed block keeps its link
+ * and the freed cookie in its first two words and the free pattern up to
+ * the trailer. Huge blocks have a trailer and a canary, no pattern. */
+typedef struct trailer {
+  uint64_t requested;   /* the size asked for: what malloc_usable_size says */
+  uint32_t offset;      /* of the pointer handed out, from the block's start */
+  uint32_t alloc_stack; /* stack depot ids; 0 when none was recorded */
+  uint32_t free_stack;
+  uint32_t seal; /* a hash of the fields above, the block and its state */
+} trailer_t;
+#define CANARY_BYTE 0xab
+#define CANARY_MAX 4096 /* canary bytes written and checked at most */
+#define FREED_BYTE 0xdf
+/* Bytes a block needs beyond those asked for (one canary byte at least);
+ * and at least two words before the trailer for a freed block's link and
+ * cookie. */
+#define CHECKED_OVERHEAD (sizeof(trailer_t) + 1)
+#define CHECKED_MIN_BLOCK (2 * sizeof(void *) + sizeof(trailer_t))
+
+enum block_state { BLOCK_UNKNOWN, BLOCK_LIVE, BLOCK_FREED, BLOCK_DROPPED };
+
+/* One block seen by the checks. */
+typedef struct block_view {
+  segment_t *seg;
+  page_t *pg;     /* NULL for a huge block */
+  uint8_t *start; /* the block */
+  size_t size;    /* its size class, or a huge block's bytes to the mapping's end */
+  trailer_t *trailer;
+  enum block_state state;
+} block_view_t;
+
+/* The entry point a check runs under: its name for the messages and the
+ * frame the reported stack starts above. */
+typedef struct checked_call {
+  const char *fn;
+  const void *frame;
+} checked_call_t;
+/* The entry point this thread is in (for the check of blocks handed out). */
+extern __thread const checked_call_t *_bk_checked_call __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+
+/* The block holding p; false when p is not in a block of brisk's. */
+BRISK_INTERNAL bool _bk_block_view(const void *p, block_view_t *v);
+BRISK_INTERNAL void _bk_block_seal(block_view_t *v, enum block_state state);
+/* A block handed out as p with `requested` bytes: trailer and canary. */
+BRISK_INTERNAL void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack);
+/* The first canary byte of a live block that changed, or NULL. */
+BRISK_INTERNAL const uint8_t *_bk_block_canary_broken(const block_view_t *v);
+/* A freed block: the free pattern (paged blocks), the cookie, the stack. */
+BRISK_INTERNAL void _bk_block_mark_freed(block_view_t *v, enum block_state state, uint32_t free_stack);
+/* "N bytes, size class M" for the messages. */
+BRISK_INTERNAL const char *_bk_block_describe(const block_view_t *v, char *buf, size_t len);
+/* Prints "brisk: error: <message>", the stack of call, and the stacks the
+ * block recorded; aborts. */
+BRISK_INTERNAL _Noreturn void _bk_checked_fail(const checked_call_t *call, const block_view_t *v, const char *fmt,
+                                               ...) __attribute__((format(printf, 3, 4)));
+
+/* A misuse found outside a block's checks (heaps, pools): the message and,
+ * in the checked library, the stack above the function it is in. */
+#if BRISK_CHECKED
+#define CHECKED_FAIL(...) _bk_checked_fail(&(checked_call_t){"", STACK_HERE()}, NULL, __VA_ARGS__)
+#else
+#define CHECKED_FAIL(...) _bk_fatal(__VA_ARGS__)
+#endif
+
 /* ---- heap.c: the allocation and free slow paths ------------------------- */
 BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
 BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p);
@@ -198,8 +281,20 @@ BRISK_INTERNAL void *_bk_calloc_in(heap_t *h, size_t count, size_t size);
 BRISK_INTERNAL void *_bk_realloc_in(heap_t *h, void *p, size_t size);
 BRISK_INTERNAL void *_bk_aligned_in(heap_t *h, size_t align, size_t size);
 
-/* ---- checked.c: the checked library's free ------------------------------ */
+/* ---- checked.c: the checked library's entry points ---------------------- *
+ * Every allocation, free, realloc and size query of the checked library
+ * comes here (fast_path.h, alloc.c): the checks, then the plain code. */
+BRISK_INTERNAL void *_bk_checked_alloc(heap_t *h, size_t size, size_t align, bool zero);
 BRISK_INTERNAL void _bk_checked_free(void *p);
+BRISK_INTERNAL void *_bk_checked_realloc(heap_t *h, void *p, size_t size);
+BRISK_INTERNAL size_t _bk_checked_usable_size(const void *p);
+/* An explicit heap about to drop all its blocks (destroy, reset): its live
+ * blocks are marked freed by that call. For the layers above. */
+BRISK_INTERNAL void _bk_checked_heap_drop(heap_t *h);
+/* For visits (the layers above): a live block seen from inside brisk (its
+ * start and size) as the program sees it, with the stack that allocated it;
+ * false when the block is not live. */
+BRISK_INTERNAL bool _bk_checked_user_block(void **block, size_t *size, uint32_t *alloc_stack);
 
 /* ---- options.c and process.c: knobs and start-up ----------------------- */
 BRISK_INTERNAL int _bk_option_set(brisk_option_t opt, long long v);

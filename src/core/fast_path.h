@@ -60,7 +60,9 @@ static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg
   return true;
 }
 
-static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, size_t size) {
+/* A block of at least `size` bytes: what malloc hands out, and what the
+ * checked library's allocations (checked.c) are carved from. */
+static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, size_t size) {
   if (likely(size <= DIRECT_SIZE_MAX)) {
     page_t *pg = h->direct[(size + 15) >> 4];
     if (likely(pg->free != NULL)) return page_pop(h, pg, size);
@@ -69,6 +71,40 @@ static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, s
     if (hl->head) return hot_pop(h, hl, size);
   }
   return _bk_heap_malloc_generic(h, size);
+}
+
+/* A block of `size` bytes at a multiple of align (a power of two above
+ * BLOCK_ALIGN): from a page when the alignment allows, else a huge block. */
+static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size) {
+  if (size > PTRDIFF_MAX) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (size <= DIRECT_SIZE_MAX) {
+    /* Often the next block of the size's own class is aligned already. */
+    page_t *pg = h->direct[(size + 15) >> 4];
+    if (pg->free && ((uintptr_t)pg->free & (align - 1)) == 0) return page_pop(h, pg, size);
+  }
+  if (align <= MEDIUM_SIZE_MAX && size + align - 1 <= LARGE_SIZE_MAX) {
+    uint8_t *b = _bk_heap_malloc_generic(h, size + align - 1);
+    if (!b) return NULL;
+    uint8_t *p = (uint8_t *)align_up((uintptr_t)b, align);
+    if (p != b) {
+      page_t *pg = page_of(segment_of(b), b);
+      PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
+    }
+    return p;
+  }
+  if (h == &_bk_heap_empty && !(h = _bk_heap_get_initialized())) return NULL;
+  return _bk_huge_alloc(h, size, align, false);
+}
+
+/* The checked library sends every allocation through checked.c. */
+static inline __attribute__((always_inline)) void *heap_malloc_fast(heap_t *h, size_t size) {
+#if BRISK_CHECKED
+  return _bk_checked_alloc(h, size, 0, false);
+#endif
+  return heap_malloc_block(h, size);
 }
 
 static inline __attribute__((always_inline)) void *malloc_fast(size_t size) {

@@ -25,6 +25,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   pg->link.next = pg->link.prev = NULL;
   atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
   atomic_store_explicit(&pg->heap, h, memory_order_release);
+  page_initialized(pg);
   _bk_page_extend(pg);
 }
 
@@ -35,12 +36,14 @@ void _bk_page_extend(page_t *pg) {
   if (count > pg->reserved - pg->capacity) count = pg->reserved - pg->capacity;
   if (count == 0) return;
   uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
-#if BRISK_SECURE
+#if BRISK_SECURE && !BRISK_CHECKED
   pg->free = _bk_secure_thread_shuffled(first, count, bsize, pg->free);
 #else
+  /* In address order: the checked library tells a fresh block from a freed
+   * one by its index (checked_block.c). */
   uint8_t *last = first + (count - 1) * bsize;
-  for (uint8_t *b = first; b < last; b += bsize) ((block_t *)b)->next = (block_t *)(b + bsize);
-  ((block_t *)last)->next = pg->free;
+  for (uint8_t *b = first; b < last; b += bsize) link_set((block_t *)b, (block_t *)(b + bsize));
+  link_set((block_t *)last, pg->free);
   pg->free = (block_t *)first;
 #endif
   PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);

@@ -60,7 +60,7 @@ bool _bk_secure_guard(segment_t *seg, size_t size) {
 }
 
 /* ---- Fresh blocks in random order --------------------------------------- */
-#if BRISK_SECURE
+#if BRISK_SECURE && !BRISK_CHECKED
 
 static __thread uint64_t shuffle_state __attribute__((tls_model("initial-exec")));
 
@@ -74,14 +74,15 @@ static uint64_t next_random(void) {
 }
 
 /* The blocks are split into up to SHUFFLE_STREAMS runs, and each next block
- * is the next of a run picked at random: which block comes next is not
- * predictable (one of up to 8), yet each run is walked in address order,
- * which the CPU's prefetchers follow (a full shuffle made a loop that
- * touches its fresh blocks 3x slower). */
+ * is the next of a run picked at random, weighted by what the run has left
+ * (so the runs drain together and no run is walked alone at the end):
+ * which block comes next is not predictable (one of up to 8), yet each run
+ * is walked in address order, which the CPU's prefetchers follow (a full
+ * shuffle made a loop that touches its fresh blocks 3x slower). */
 #define SHUFFLE_STREAMS 8
 
-/* Threads the count blocks of bsize at first onto tail, in that order,
- * each marked free. */
+/* Threads the count blocks of bsize at first, in that order and each marked
+ * free, ahead of tail; returns the first. */
 block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail) {
   size_t next[SHUFFLE_STREAMS], end[SHUFFLE_STREAMS];
   size_t streams = count < SHUFFLE_STREAMS ? count : SHUFFLE_STREAMS;
@@ -90,30 +91,23 @@ block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, 
     end[i] = count * (i + 1) / streams;
   }
   const secure_keys_t keys = _bk_keys; /* not reloaded after each store */
-  block_t *head = tail;
-  uint64_t bits = 0;
-  unsigned bits_left = 0;
-  while (streams > 0) {
-    if (bits_left < 8) {
-      bits = next_random();
-      bits_left = 64;
+  block_t *head = NULL, *prev = NULL;
+  for (size_t left = count; left > 0; left--) {
+    size_t pick = (size_t)(((next_random() >> 32) * left) >> 32), j = 0;
+    while (pick >= end[j] - next[j]) {
+      pick -= end[j] - next[j];
+      j++;
     }
-    size_t j = (size_t)(((bits & 0xff) * streams) >> 8);
-    bits >>= 8;
-    bits_left -= 8;
-    block_t *b = (block_t *)(first + next[j] * bsize);
-    b->next = link_encode(keys, b, head);
+    block_t *b = (block_t *)(first + next[j]++ * bsize);
     /* Marked free, as a freed block is: a page's memory may have been
      * purged (zero) or held other blocks before, and a free of a block
      * that was never handed out is a double free too. */
     ((uintptr_t *)b)[1] = (uintptr_t)b ^ keys.freed;
-    head = b;
-    if (++next[j] == end[j]) { /* run done: the last run takes its place */
-      streams--;
-      next[j] = next[streams];
-      end[j] = end[streams];
-    }
+    if (prev) prev->next = link_encode(keys, prev, b);
+    else head = b;
+    prev = b;
   }
-  return head;
+  if (prev) prev->next = link_encode(keys, prev, tail);
+  return head ? head : tail;
 }
 #endif

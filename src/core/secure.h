@@ -38,6 +38,7 @@ BRISK_INTERNAL void _bk_secure_init(void);
 BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const void *link);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
+/* (Not in the checked library, which hands fresh blocks out in order.) */
 BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail);
 /* The secure checks of a free or realloc of p in a huge segment or
  * outside brisk (paged blocks are checked inline, secure_page_check). */
@@ -85,7 +86,9 @@ static inline bool page_holds(const page_t *pg, const void *p) {
 /* The next block of a page's list, which must be in the same page. */
 static inline block_t *link_get_in_page(const page_t *pg, const block_t *b) {
   block_t *next = link_get(b);
-#if BRISK_SECURE
+  /* (The checked library checks it where the block is handed out, and
+   * reports it with stacks: checked_block.c.) */
+#if BRISK_SECURE && !BRISK_CHECKED
   if (unlikely(next && !page_holds(pg, next))) _bk_secure_corrupted_link(b, next);
 #else
   (void)pg;
@@ -106,8 +109,16 @@ static inline page_t *page_holding(const void *p) {
 
 static inline uintptr_t freed_mark(const block_t *b) { return (uintptr_t)b ^ _bk_keys.freed; }
 
-/* A block handed out loses the mark (the checked library's as well). */
+/* Every block a page hands out (page_pop, hot_pop) loses the mark. The
+ * checked library verifies there first that a freed block was not written
+ * since its free (checked_block.c). */
+#if BRISK_CHECKED
+BRISK_INTERNAL void _bk_checked_handed_out(block_t *b);
+#endif
 static inline void block_handed_out(block_t *b) {
+#if BRISK_CHECKED
+  _bk_checked_handed_out(b);
+#endif
 #if BRISK_SECURE
   ((uintptr_t *)b)[1] = 0;
 #else

@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "brisk.h"
+#include "core/memcheck.h"
 #include "ds/ds.h"
 #include "ds/list.h"
 
@@ -107,6 +108,15 @@ typedef struct page {
   _Atomic(struct heap *) heap;
   list_node_t link;        /* in the heap's queue for its class, or its full list (owner) */
   uint64_t released_at_ms; /* when it went back to its segment (for purging) */
+#if BRISK_CHECKED
+  /* Blocks handed out since the page's init, counted in address order: a
+   * page hands out its fresh blocks in that order (_bk_page_extend threads
+   * them only when its free list is empty), so a block below the count was
+   * handed out and, if handed out again, freed meanwhile; one at or above
+   * it never was. PUBLISHed by the owner (page_initialized,
+   * checked_block.c), PEEKed by frees on any thread. */
+  uint32_t handed_out;
+#endif
 } page_t;
 
 /* ---- Segments ----------------------------------------------------------- */
@@ -304,6 +314,17 @@ static inline bool page_is_usable(segment_t *seg, size_t idx) {
   size_t area;
   page_area(seg, idx, &area);
   return area >= ((size_t)1 << seg->page_shift) / 2;
+}
+
+/* A page (re)initialized for a size class (page.c): its memory may hold
+ * blocks of another class, freed (no access for memcheck). */
+static inline void page_initialized(page_t *pg) {
+#if BRISK_CHECKED
+  PUBLISH(pg->handed_out, 0);
+  VG_DEFINED(pg->start, (size_t)pg->reserved * pg->block_size);
+#else
+  (void)pg;
+#endif
 }
 
 static inline void stat_add(uint64_t *counter, uint64_t n) { (void)PUBLISH_ADD(*counter, n); }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "os/os.h"
 
@@ -49,6 +50,23 @@ static inline bool size_product(size_t count, size_t size, size_t *total) {
   if (likely(!__builtin_mul_overflow(count, size, total))) return true;
   errno = ENOMEM;
   return false;
+}
+
+/* The first byte of [from, to) that is not `byte`, or NULL: the checked
+ * library's patterns, compared a word at a time. */
+static inline const uint8_t *first_byte_not(const uint8_t *from, const uint8_t *to, uint8_t byte) {
+  uint64_t word = 0x0101010101010101ull * byte;
+  while (from < to && ((uintptr_t)from & 7)) {
+    if (*from != byte) return from;
+    from++;
+  }
+  for (uint64_t w; from + 8 <= to; from += 8) {
+    memcpy(&w, from, sizeof w); /* a load: the bytes may hold any type */
+    if (w != word) break;
+  }
+  for (; from < to; from++)
+    if (*from != byte) return from;
+  return NULL;
 }
 
 /* Assertions in two tiers. BRISK_ASSERT: cheap invariants (a comparison or

@@ -11,8 +11,8 @@
 /* ---- Handles (brisk_heap_t, brisk_pool_t) ------------------------------- */
 
 /* NULL is EINVAL in every build; the checked library aborts, naming fn and
- * the misuse, on a handle whose struct is not a live one of its kind
- * (types.h: HEAP_MAGIC, POOL_MAGIC, HANDLE_DEAD). */
+ * the misuse, with the stack, on a handle whose struct is not a live one of
+ * its kind (types.h: HEAP_MAGIC, POOL_MAGIC, HANDLE_DEAD). */
 static inline bool handle_ok(const void *handle, size_t magic_offset, uint32_t live, const char *fn,
                              const char *kind) {
   if (unlikely(!handle)) {
@@ -21,8 +21,8 @@ static inline bool handle_ok(const void *handle, size_t magic_offset, uint32_t l
   }
 #if BRISK_CHECKED
   uint32_t magic = *(const uint32_t *)((const uint8_t *)handle + magic_offset);
-  if (magic == HANDLE_DEAD) _bk_fatal("%s(%p): %s was destroyed", fn, handle, kind);
-  if (magic != live) _bk_fatal("%s(%p): not a %s from brisk_%s_new", fn, handle, kind, kind);
+  if (magic == HANDLE_DEAD) CHECKED_FAIL("%s(%p): %s was destroyed", fn, handle, kind);
+  if (magic != live) CHECKED_FAIL("%s(%p): not a %s from brisk_%s_new", fn, handle, kind, kind);
 #else
   (void)magic_offset, (void)live, (void)fn, (void)kind;
 #endif

@@ -14,9 +14,9 @@ static inline heap_t *heap_checked(const brisk_heap_t *bh, const char *fn, bool 
   heap_t *h = (heap_t *)bh;
 #if BRISK_CHECKED
   if (allocates && !pthread_equal(h->owner_thread, pthread_self()))
-    _bk_fatal("%s: heap %p used from a thread that does not own it (a heap allocates only on the "
-              "thread that created it)",
-              fn, (void *)bh);
+    CHECKED_FAIL("%s: heap %p used from a thread that does not own it (a heap allocates only on the "
+                 "thread that created it)",
+                 fn, (void *)bh);
 #else
   (void)allocates;
 #endif
@@ -33,13 +33,16 @@ brisk_heap_t *brisk_heap_new(void) {
 void brisk_heap_destroy(brisk_heap_t *bh) {
   if (!bh) return;
   heap_t *h = heap_checked(bh, "brisk_heap_destroy", false);
+  if (BRISK_CHECKED) _bk_checked_heap_drop(h);
   _bk_heap_release_all(h);
   _bk_heap_unregister(h);
 }
 
 void brisk_heap_reset(brisk_heap_t *bh) {
   heap_t *h = heap_checked(bh, "brisk_heap_reset", false);
-  if (h) _bk_heap_release_all(h);
+  if (!h) return;
+  if (BRISK_CHECKED) _bk_checked_heap_drop(h);
+  _bk_heap_release_all(h);
 }
 
 void brisk_heap_set_max_bytes(brisk_heap_t *bh, size_t max_bytes) {

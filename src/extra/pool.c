@@ -102,26 +102,28 @@ static BRISK_NOINLINE block_t *alloc_slow(brisk_pool_t *pool, pool_cache_t *c) {
 
 static void check_free(brisk_pool_t *pool, void *p) {
   slab_t *s = slab_of(p);
-  if (!s) _bk_fatal("brisk_pool_free(%p, %p): pointer was not allocated from any pool", (void *)pool, p);
+  if (!s) CHECKED_FAIL("brisk_pool_free(%p, %p): pointer was not allocated from any pool", (void *)pool, p);
   if (s->pool != pool)
-    _bk_fatal("brisk_pool_free(%p, %p): pointer belongs to another pool (%p)", (void *)pool, p, (void *)s->pool);
+    CHECKED_FAIL("brisk_pool_free(%p, %p): pointer belongs to another pool (%p)", (void *)pool, p,
+                 (void *)s->pool);
   size_t off = (size_t)((uint8_t *)p - s->objects);
   if ((uint8_t *)p < s->objects || off % pool->object_size || off / pool->object_size >= s->capacity)
-    _bk_fatal("brisk_pool_free(%p, %p): pointer is not the start of an object", (void *)pool, p);
+    CHECKED_FAIL("brisk_pool_free(%p, %p): pointer is not the start of an object (objects of %zu bytes)",
+                 (void *)pool, p, pool->object_size);
   size_t i = off / pool->object_size;
   uint64_t bit = (uint64_t)1 << (i % 64);
   if (!(atomic_fetch_and(&s->live_bits[i / 64], ~bit) & bit))
-    _bk_fatal("brisk_pool_free(%p, %p): double free (object is already free)", (void *)pool, p);
+    CHECKED_FAIL("brisk_pool_free(%p, %p): double free (the object of %zu bytes is already free)", (void *)pool, p,
+                 pool->object_size);
   memset((uint8_t *)p + sizeof(block_t), POISON, pool->object_size - sizeof(block_t));
 }
 
 static void check_alloc(brisk_pool_t *pool, void *p) {
-  const uint8_t *bytes = p;
-  for (size_t i = sizeof(block_t); i < pool->object_size; i++)
-    if (bytes[i] != POISON)
-      _bk_fatal("brisk_pool_alloc(%p): object %p was written after it was freed (byte %zu is 0x%02x, "
-                "not 0x%02x)",
-                (void *)pool, p, i, bytes[i], POISON);
+  const uint8_t *bytes = p, *bad = first_byte_not(bytes + sizeof(block_t), bytes + pool->object_size, POISON);
+  if (bad)
+    CHECKED_FAIL("brisk_pool_alloc(%p): object %p of %zu bytes was written after it was freed (byte %zu is "
+                 "0x%02x, not 0x%02x)",
+                 (void *)pool, p, pool->object_size, (size_t)(bad - bytes), *bad, POISON);
   slab_t *s = slab_of(p);
   size_t i = (size_t)(bytes - s->objects) / pool->object_size;
   atomic_fetch_or(&s->live_bits[i / 64], (uint64_t)1 << (i % 64));

@@ -1,13 +1,9 @@
-/* Visiting every live block (brisk_visit_blocks) and the leak report at
- * exit built on it. Reads only what no other thread is changing: the
- * calling thread's own heaps, abandoned segments taken off their list for
- * the walk, and huge blocks' headers held in place by the segment
- * registry's lock. */
+/* Visiting every live block (brisk_visit_blocks), on which the leak
+ * report at exit (leaks.c) is built. Reads only what no other thread is
+ * changing: the calling thread's own heaps, abandoned segments taken off
+ * their list for the walk, and huge blocks' headers held in place by the
+ * segment registry's lock. */
 #include "extra/extra.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* A huge block to visit, or (size 0) a paged segment to walk. Huge blocks
  * are at least a byte, so the two never mix. */
@@ -15,6 +11,13 @@ typedef struct block_ref {
   void *p;
   size_t size;
 } block_ref_t;
+
+/* The checked library shows a block as the program sees it: the pointer
+ * it was given and the size it asked for (core/checked.c). */
+static int visit_block(brisk_block_visitor visit, void *block, size_t size, void *arg) {
+  if (BRISK_CHECKED && !_bk_checked_user_block(&block, &size, NULL)) return 0;
+  return visit(block, size, arg);
+}
 
 /* Calls visit on each live block of a page the caller may read. */
 static int visit_page(page_t *pg, brisk_block_visitor visit, void *arg) {
@@ -24,7 +27,8 @@ static int visit_page(page_t *pg, brisk_block_visitor visit, void *arg) {
   size_t bsize = pg->block_size;
   uint8_t *start = pg->start;
   for (uint32_t i = 0; i < capacity; i++)
-    if (!((free_bits[i / 64] >> (i % 64)) & 1) && visit(start + (size_t)i * bsize, bsize, arg)) return 1;
+    if (!((free_bits[i / 64] >> (i % 64)) & 1) && visit_block(visit, start + (size_t)i * bsize, bsize, arg))
+      return 1;
   return 0;
 }
 
@@ -122,7 +126,7 @@ void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
   }
   int stop = !refs && count;
   for (size_t i = 0; i < count && !stop; i++) {
-    if (refs[i].size) stop = visit(refs[i].p, refs[i].size, arg);
+    if (refs[i].size) stop = visit_block(visit, refs[i].p, refs[i].size, arg);
     else if (in_set(&own, atomic_load(&((segment_t *)refs[i].p)->owner_uid))) /* still ours */
       stop = visit_segment(refs[i].p, visit, arg);
   }
@@ -132,58 +136,4 @@ void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
     struct visit_args va = {visit, arg};
     _bk_abandoned_foreach(visit_abandoned, &va);
   }
-}
-
-/* ---- Leak report --------------------------------------------------------- */
-
-typedef struct leak_group {
-  size_t size;
-  uint64_t count;
-  size_t bytes;
-} leak_group_t;
-typedef struct leak_table {
-  leak_group_t group[CLASS_COUNT + 1];
-} leak_table_t;
-
-static int count_leak(void *p, size_t size, void *arg) {
-  (void)p;
-  leak_table_t *t = arg;
-  unsigned g = size > LARGE_SIZE_MAX ? CLASS_COUNT : size_to_class(size);
-  t->group[g].size = g == CLASS_COUNT ? 0 : size;
-  t->group[g].count++;
-  t->group[g].bytes += size;
-  return 0;
-}
-
-static int by_bytes_desc(const void *a, const void *b) {
-  const leak_group_t *x = a, *y = b;
-  return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
-}
-
-/* Live blocks at exit, grouped by size class, the most bytes first. */
-uint64_t _bk_leak_report(int fd, long pid, const char *command) {
-  static leak_table_t table; /* no allocation at exit */
-  memset(&table, 0, sizeof table);
-  brisk_visit_blocks(count_leak, &table);
-  qsort(table.group, CLASS_COUNT + 1, sizeof table.group[0], by_bytes_desc);
-  char line[160];
-  uint64_t blocks = 0;
-  size_t bytes = 0;
-  for (int i = 0; i <= CLASS_COUNT; i++) {
-    blocks += table.group[i].count;
-    bytes += table.group[i].bytes;
-  }
-  int n = snprintf(line, sizeof line, "brisk leak report: %llu live blocks, %zu bytes (pid %ld, %s)\n",
-                   (unsigned long long)blocks, bytes, pid, command);
-  if (!_bk_os_write_all(fd, line, (size_t)n)) return blocks;
-  for (int i = 0; i <= CLASS_COUNT && table.group[i].count; i++) {
-    if (table.group[i].size)
-      n = snprintf(line, sizeof line, "  %8llu blocks of %8zu bytes  %12zu bytes\n",
-                   (unsigned long long)table.group[i].count, table.group[i].size, table.group[i].bytes);
-    else
-      n = snprintf(line, sizeof line, "  %8llu huge blocks            %12zu bytes\n",
-                   (unsigned long long)table.group[i].count, table.group[i].bytes);
-    if (!_bk_os_write_all(fd, line, (size_t)n)) return blocks;
-  }
-  return blocks;
 }

@@ -180,6 +180,8 @@ int _bk_os_append_file(const char *path) { return open(path, O_WRONLY | O_CREAT 
 
 void _bk_os_exit(int status) { _exit(status); }
 
+void _bk_os_abort(void) { abort(); }
+
 static void vmessage(const char *prefix, const char *fmt, va_list ap) {
   char buf[1024];
   int n = snprintf(buf, sizeof buf, "brisk: %s", prefix);
@@ -203,5 +205,5 @@ void _bk_fatal(const char *fmt, ...) {
   va_start(ap, fmt);
   vmessage("error: ", fmt, ap);
   va_end(ap);
-  abort();
+  _bk_os_abort();
 }

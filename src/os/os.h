@@ -88,6 +88,8 @@ BRISK_INTERNAL void _bk_os_close(int fd);
 BRISK_INTERNAL int _bk_os_append_file(const char *path);
 /* Ends the process at once with status (no more atexit handlers). */
 BRISK_INTERNAL _Noreturn void _bk_os_exit(int status);
+/* Ends the process with SIGABRT, as a failed check does. */
+BRISK_INTERNAL _Noreturn void _bk_os_abort(void);
 
 /* One line "brisk: warning: ..." / "brisk: error: ..." on stderr, written
  * without stdio and without allocating; fatal then aborts. */

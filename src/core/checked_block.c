@@ -1,0 +1,208 @@
+/* What the checked library keeps in a block (core.h draws it): the trailer
+ * and its seal, the canary, the free pattern; the check of every block a
+ * page hands out; and the report of a misuse, with its stacks.
+ *
+ * The seal is a hash of the trailer's fields, the block's address and size
+ * and its state (live, freed, dropped with its heap), so a trailer says
+ * which of these the block is only when it is whole and was written for
+ * this very block: memory a block of another size class left behind, or a
+ * block brisk never handed out, reads as "unknown". */
+#include "core/core.h"
+
+#if BRISK_CHECKED
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define FREED_COOKIE ((uintptr_t)0x6272697366726565ull) /* "brisfree" */
+
+__thread const checked_call_t *_bk_checked_call __attribute__((tls_model("initial-exec")));
+
+static const uint32_t state_mark[] = {
+    [BLOCK_UNKNOWN] = 0, [BLOCK_LIVE] = 0x4c495645, [BLOCK_FREED] = 0x46524545, [BLOCK_DROPPED] = 0x44524f50};
+
+static uint32_t seal_base(const block_view_t *v, const trailer_t *t) {
+  uint64_t x = (uint64_t)(uintptr_t)v->start ^ t->requested * 0x9e3779b97f4a7c15ull;
+  x ^= ((uint64_t)t->offset << 32 | t->alloc_stack) * 0xc2b2ae3d27d4eb4full;
+  x ^= (uint64_t)v->size * 0x165667b19e3779f9ull;
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 29;
+  return (uint32_t)x;
+}
+
+static enum block_state state_of(const block_view_t *v) {
+  const trailer_t *t = v->trailer;
+  if (v->size < CHECKED_MIN_BLOCK || t->offset > v->size - CHECKED_OVERHEAD ||
+      t->requested > v->size - CHECKED_OVERHEAD - t->offset)
+    return BLOCK_UNKNOWN;
+  uint32_t base = seal_base(v, t);
+  for (int s = BLOCK_LIVE; s <= BLOCK_DROPPED; s++)
+    if (t->seal == (base ^ state_mark[s])) return (enum block_state)s;
+  return BLOCK_UNKNOWN;
+}
+
+static void view_finish(block_view_t *v) {
+  v->trailer = (trailer_t *)(v->start + v->size - sizeof(trailer_t));
+  v->state = state_of(v);
+}
+
+/* Reads only what a free of p reads in the release library, and the
+ * block's own bytes. A page with no blocks keeps its last class, so a
+ * double free after its page was given back still finds its trailer. */
+bool _bk_block_view(const void *p, block_view_t *v) {
+  segment_t *seg = segment_of(p);
+  if (!seg) return false;
+  const uint8_t *q = p;
+  v->seg = seg;
+  if (PEEK(seg->kind) == SEG_HUGE) {
+    size_t offset = PEEK(seg->block_offset), mapped = PEEK(seg->mapped_size);
+    if (mapped < offset + guard_size() + CHECKED_MIN_BLOCK || q < (uint8_t *)seg + offset) return false;
+    v->pg = NULL;
+    v->start = (uint8_t *)seg + offset;
+    v->size = huge_block_size(seg); /* up to the guard page */
+  } else {
+    page_t *pg = page_of(seg, p);
+    size_t bsize = PEEK(pg->block_size);
+    uint8_t *start = pg->start;
+    if (bsize < CHECKED_MIN_BLOCK || !start || q < start || q >= start + (size_t)PEEK(pg->capacity) * bsize)
+      return false;
+    v->pg = pg;
+    v->start = start + (size_t)(q - start) / bsize * bsize;
+    v->size = bsize;
+  }
+  view_finish(v);
+  return true;
+}
+
+void _bk_block_seal(block_view_t *v, enum block_state state) {
+  v->trailer->seal = seal_base(v, v->trailer) ^ state_mark[state];
+  v->state = state;
+}
+
+void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack) {
+  trailer_t *t = v->trailer;
+  t->requested = requested;
+  t->offset = (uint32_t)((const uint8_t *)p - v->start);
+  t->alloc_stack = alloc_stack;
+  t->free_stack = 0;
+  _bk_block_seal(v, BLOCK_LIVE);
+  uint8_t *end = (uint8_t *)p + requested;
+  size_t room = (size_t)((uint8_t *)t - end);
+  memset(end, CANARY_BYTE, room < CANARY_MAX ? room : CANARY_MAX);
+}
+
+const uint8_t *_bk_block_canary_broken(const block_view_t *v) {
+  const uint8_t *end = v->start + v->trailer->offset + v->trailer->requested;
+  size_t room = (size_t)((const uint8_t *)v->trailer - end);
+  return first_byte_not(end, end + (room < CANARY_MAX ? room : CANARY_MAX), CANARY_BYTE);
+}
+
+void _bk_block_mark_freed(block_view_t *v, enum block_state state, uint32_t free_stack) {
+  trailer_t *t = v->trailer;
+  t->free_stack = free_stack;
+  _bk_block_seal(v, state);
+  if (!v->pg) {
+    v->seg->live = 0;
+    return;
+  }
+  uint8_t *from = v->start + 2 * sizeof(uintptr_t);
+  memset(from, FREED_BYTE, (size_t)((uint8_t *)t - from));
+  ((uintptr_t *)v->start)[1] = FREED_COOKIE ^ (uintptr_t)v->start;
+}
+
+const char *_bk_block_describe(const block_view_t *v, char *buf, size_t len) {
+  unsigned long long requested = v->trailer->requested;
+  bool known = v->state != BLOCK_UNKNOWN;
+  if (v->pg && known) snprintf(buf, len, "%llu bytes, size class %zu", requested, v->size);
+  else if (v->pg) snprintf(buf, len, "size class %zu", v->size);
+  else if (known) snprintf(buf, len, "%llu bytes, a huge block of %zu", requested, v->size);
+  else snprintf(buf, len, "a huge block of %zu bytes", v->size);
+  return buf;
+}
+
+void _bk_checked_fail(const checked_call_t *call, const block_view_t *v, const char *fmt, ...) {
+  char line[1024];
+  int n = snprintf(line, sizeof line, "brisk: error: ");
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  va_end(ap);
+  size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
+  if (len > sizeof line - 2) len = sizeof line - 2;
+  line[len++] = '\n';
+  _bk_os_write_all(2, line, len);
+  uintptr_t pc[STACK_MAX];
+  _bk_stack_print(2, "detected at", pc, _bk_stack_capture(call->frame, pc, STACK_MAX));
+  if (v && v->state != BLOCK_UNKNOWN) {
+    _bk_stack_print_id(2, "allocated at", v->trailer->alloc_stack);
+    if (v->state != BLOCK_LIVE)
+      _bk_stack_print_id(2, v->state == BLOCK_DROPPED ? "freed with its heap at" : "freed at",
+                         v->trailer->free_stack);
+  }
+  _bk_os_abort();
+}
+
+/* ---- Blocks handed out ------------------------------------------------------ */
+
+static void verify_freed(const checked_call_t *call, const block_view_t *v) {
+  const uint8_t *b = v->start, *bad = NULL;
+  uintptr_t cookie = FREED_COOKIE ^ (uintptr_t)b;
+  uint8_t want = FREED_BYTE;
+  if (((const uintptr_t *)b)[1] != cookie) {
+    for (size_t i = 0; i < sizeof cookie && !bad; i++)
+      if (b[sizeof cookie + i] != ((const uint8_t *)&cookie)[i]) {
+        bad = b + sizeof cookie + i;
+        want = ((const uint8_t *)&cookie)[i];
+      }
+  } else {
+    bad = first_byte_not(b + 2 * sizeof cookie, (const uint8_t *)v->trailer, FREED_BYTE);
+  }
+  if (!bad) return;
+  char what[96];
+  _bk_checked_fail(call, v,
+                   "%s: write after free: the block %p (%s) was written after it was freed: byte %zu of the block "
+                   "is 0x%02x, not 0x%02x",
+                   call->fn, (void *)(b + v->trailer->offset), _bk_block_describe(v, what, sizeof what),
+                   (size_t)(bad - b), *bad, want);
+}
+
+/* Every block a page hands out: its link must lead to a block of its page
+ * (else the free list is corrupt: the block's first word was written after
+ * its free), and a block handed out before must have been freed by the
+ * checked library since, and hold the free pattern still. */
+void _bk_checked_handed_out(block_t *b) {
+  segment_t *seg = (segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK);
+  page_t *pg = page_of(seg, b);
+  checked_call_t here = {"malloc", STACK_HERE()};
+  const checked_call_t *call = _bk_checked_call ? _bk_checked_call : &here;
+  block_view_t v = {.seg = seg, .pg = pg, .start = (uint8_t *)b, .size = pg->block_size};
+  VG_DEFINED(b, v.size);
+  view_finish(&v);
+  char what[96];
+  block_t *next = link_get(b);
+  if (next &&
+      (((uintptr_t)next & ~(uintptr_t)SEGMENT_MASK) != (uintptr_t)seg || page_of(seg, next) != pg ||
+       !page_has_block_at(pg, next)))
+    _bk_checked_fail(
+        call, &v,
+        "%s: write after free: the first word of the free block %p (%s) was overwritten: it holds %p, "
+        "not a block of its page (the free list is corrupt)",
+        call->fn, (void *)b, _bk_block_describe(&v, what, sizeof what), (void *)b->next /* as stored */);
+  uint32_t index = (uint32_t)((size_t)((uint8_t *)b - pg->start) / v.size);
+  if (index >= pg->handed_out) { /* fresh: its bytes are whatever the page held before */
+    PUBLISH(pg->handed_out, index + 1);
+    return;
+  }
+  if (v.state != BLOCK_FREED)
+    _bk_checked_fail(
+        call, &v,
+        "%s: write after free: the block %p (%s) was written after it was freed: the %zu bytes at its "
+        "end (brisk's trailer) changed",
+        call->fn, (void *)b, _bk_block_describe(&v, what, sizeof what), sizeof(trailer_t));
+  verify_freed(call, &v);
+  ((uintptr_t *)b)[1] = 0;
+}
+
+#endif
