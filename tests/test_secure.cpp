@@ -21,15 +21,7 @@ using namespace bt;
 
 namespace {
 
-class SecureDeath : public ::testing::Test {
- protected:
-  void SetUp() override {
-#if BRISK_TEST_TSAN
-    GTEST_SKIP() << "death tests are not run under ThreadSanitizer";
-#endif
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-  }
-};
+using SecureDeath = bt::DeathTest;
 
 // Keeps the compiler from proving things about freed pointers (a store
 // after free would otherwise be dropped as dead).
