@@ -87,13 +87,17 @@ void _bk_huge_release_heap_blocks(heap_t *h) {
  * sleeps holds about one, not a slot's worth of each (no purge pass runs
  * while it sleeps). */
 static void warm_put(heap_t *h, segment_t *seg) {
-  segment_t *hot = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
-  if (!hot || seg->mapped_size >= hot->mapped_size) {
+  /* Taken before its size is read: a purge pass on another thread may take
+   * the hot block and unmap it at any moment (found by fuzz/fuzz_threads.c).
+   * Only this thread, the heap's, puts one there. */
+  segment_t *hot = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
+  if (hot && seg->mapped_size < hot->mapped_size) {
+    atomic_store_explicit(&h->huge_hot, hot, memory_order_release);
+  } else {
     PUBLISH(seg->state, SEG_STATE_CACHED);
     atomic_store_explicit(&h->huge_hot_seen, 0, memory_order_relaxed);
-    /* (A purge pass on another thread may have taken the old one.) */
-    seg = atomic_exchange_explicit(&h->huge_hot, seg, memory_order_acq_rel);
-    if (!seg) return;
+    atomic_store_explicit(&h->huge_hot, seg, memory_order_release);
+    if (!(seg = hot)) return;
   }
   if (!_bk_slots_put(h->warm_huge, WARM_HUGE_SLOTS, seg, _bk_os_now_ms())) _bk_segment_release(seg);
   if (!_bk_opt.realtime)
@@ -103,12 +107,10 @@ static void warm_put(heap_t *h, segment_t *seg) {
 
 /* The thread's own warm blocks (the hot one first) of a size in [min, max]. */
 static segment_t *take_hot_within(heap_t *h, size_t min, size_t max) {
-  /* (A purge pass on another thread may take the hot block meanwhile.) */
-  segment_t *seg = atomic_load_explicit(&h->huge_hot, memory_order_acquire);
-  if (seg && seg->mapped_size >= min && seg->mapped_size <= max &&
-      atomic_compare_exchange_strong_explicit(&h->huge_hot, &seg, NULL, memory_order_acquire,
-                                              memory_order_relaxed))
-    return seg;
+  /* Taken before its size is read, as in warm_put; put back if it misses. */
+  segment_t *seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
+  if (!seg || (seg->mapped_size >= min && seg->mapped_size <= max)) return seg;
+  atomic_store_explicit(&h->huge_hot, seg, memory_order_release);
   return NULL;
 }
 
