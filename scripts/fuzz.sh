@@ -94,6 +94,8 @@ done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
+kib_of() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print int(s / 1024) }'; }
+
 # ---- minimize ---------------------------------------------------------------------
 # The committed corpus stays within a budget: every edge any input reaches,
 # then the most features per byte (fuzz/select_corpus.py).
@@ -107,14 +109,15 @@ budget_for() {
 if [ "$MODE" = minimize ]; then
   for h in "${HARNESSES[@]}"; do
     dir=$ROOT/fuzz/corpus/$h empty=$BUILD/merged/$h control=$BUILD/$h-merge.control
-    rm -rf "$empty" "$control" && mkdir -p "$empty" "$dir" "$BUILD/corpus/$h"
+    rm -rf "$empty" "$control" && mkdir -p "$empty" "$dir" "$BUILD/corpus/$h" "$BUILD/crashes"
     # shellcheck disable=SC2046
-    "$BUILD/fuzz/$h" -merge=1 -merge_control_file="$control" $(flags_for "$h") "$empty" "$dir" "$BUILD/corpus/$h" \
+    "$BUILD/fuzz/$h" -merge=1 -merge_control_file="$control" -artifact_prefix="$BUILD/crashes/$h-merge-" \
+      $(flags_for "$h") "$empty" "$dir" "$BUILD/corpus/$h" \
       >"$BUILD/$h-merge.log" 2>&1 || { echo "fuzz: $h: merge failed (see build-fuzz/$h-merge.log)"; exit 1; }
     mapfile -t keep < <(python3 "$ROOT/fuzz/select_corpus.py" "$control" $(( ${FUZZ_CORPUS_KIB:-$(budget_for "$h")} * 1024 )))
     [ ${#keep[@]} -gt 0 ] || { echo "fuzz: $h: nothing selected (see build-fuzz/$h-merge.log)"; exit 1; }
     rm -rf "$empty" && mkdir -p "$empty" && cp "${keep[@]}" "$empty"/ && rm -rf "$dir" && mv "$empty" "$dir"
-    echo "fuzz: $h: fuzz/corpus/$h now holds $(ls "$dir" | wc -l) inputs, $(du -sk --apparent-size "$dir" | cut -f1) KiB"
+    echo "fuzz: $h: fuzz/corpus/$h now holds $(ls "$dir" | wc -l) inputs, $(kib_of "$dir") KiB"
   done
   exit 0
 fi
@@ -137,7 +140,7 @@ for h in "${HARNESSES[@]}"; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   files=$(ls "${corpus[0]}" | wc -l)
-  kib=$(( $(find "${corpus[0]}" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }') / 1024 ))
+  kib=$(kib_of "${corpus[0]}")
   line=$(printf '%-14s %5ss %10s execs %6s/s  corpus %s inputs, %s KiB' "$h" "$SECONDS_EACH" "${execs:-?}" \
          "${rate:-?}" "$files" "$kib")
   if [ "$rc" -ne 0 ]; then
