@@ -51,7 +51,7 @@ def ratio_cell(row, metric, better, names, rows):
         twin = row["case"][:-len("brisk_pool")] + "malloc"
         peer_row = next((r for r in rows if r["case"] == twin), row)
     peers = [(st["median"], a) for a, st in peer_row["metrics"].get(metric, {}).items()
-             if not a.startswith("brisk")]
+             if not a.startswith("brisk") and not a.endswith("-secure")]
     if not peers:
         return "—"
     best, who = max(peers) if better > 0 else min(peers)
@@ -131,12 +131,23 @@ def report(meta, allocs, jobs, summary, runs, plots):
 SPEED_TIME_METRICS = {"secs"}
 
 
+def variant_base(name, names):
+    """The allocator a variant is measured against: brisk for brisk-secure,
+    X for X-secure (mimalloc's secure mode against its own plain build)."""
+    if name.startswith("brisk-"):
+        return "brisk"
+    if name.endswith("-secure") and name[:-len("-secure")] in names:
+        return name[:-len("-secure")]
+    return None
+
+
 def variant_cost(summary, names):
-    """What a variant of brisk (brisk-secure, ...) run beside it costs in
-    time: per speed figure, the variant's time over brisk's, and their
-    geometric mean."""
+    """What a variant (brisk-secure, mimalloc-src-secure, ...) run beside its
+    base costs in time: per speed figure, the variant's time over the
+    base's, and their geometric mean."""
     out = []
-    for variant in [n for n in names if n.startswith("brisk-")]:
+    for variant in [n for n in names if variant_base(n, names)]:
+        base = variant_base(variant, names)
         ratios = []
         for wid, title, _what, tables in WORKLOADS:
             for _ttitle, metrics, better in tables:
@@ -145,18 +156,18 @@ def variant_cost(summary, names):
                         continue
                     for row in summary.get(wid, []):
                         st = row["metrics"].get(metric, {})
-                        if "brisk" not in st or variant not in st:
+                        if base not in st or variant not in st:
                             continue
-                        b, v = st["brisk"]["median"], st[variant]["median"]
+                        b, v = st[base]["median"], st[variant]["median"]
                         if b > 0 and v > 0:
                             ratios.append(("%s: %s" % (title, row["case"]), b / v if better > 0 else v / b))
         if not ratios:
             continue
         gm = math.exp(sum(math.log(r) for _, r in ratios) / len(ratios))
         out += ["", "## Cost of %s" % variant, "",
-                "Its time over brisk's on every speed figure above (1.10 = 10%% slower); "
-                "geometric mean over %d figures: **%.3f**." % (len(ratios), gm), "",
-                "| case | %s time / brisk time |" % variant, "|---|---:|"]
+                "Its time over %s's on every speed figure above (1.10 = 10%% slower); "
+                "geometric mean over %d figures: **%.3f**." % (base, len(ratios), gm), "",
+                "| case | %s time / %s time |" % (variant, base), "|---|---:|"]
         out += ["| %s | %.3f |" % (label, r) for label, r in ratios]
     return out
 

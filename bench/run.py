@@ -288,7 +288,7 @@ def command_out(argv):
 def lib_version(name, path):
     if not path:
         return "glibc " + machine()["glibc"]
-    if name.startswith("brisk"):
+    if name.startswith("brisk") or path.startswith(ROOT):
         return os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
     owner = command_out(["dpkg-query", "-S", os.path.realpath(path)]).split(":")[0]
     if owner:

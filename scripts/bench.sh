@@ -3,7 +3,7 @@
 #
 #   scripts/bench.sh [--quick | --full | --smoke] [--alloc NAME=/path/lib.so ...]
 #                    [--only WORKLOAD,...] [--reps N] [--out DIR]
-#                    [--no-build] [--no-install | --install] [--no-plots]
+#                    [--no-build] [--no-install | --install] [--no-plots] [--secure]
 #
 #   --quick   the default: every workload, 3 repetitions, about 4 minutes on 2 cores
 #   --full    timed windows about 5x longer, 5 repetitions: about 20-25 minutes
@@ -11,6 +11,9 @@
 #             (no callgrind); exits non-zero if any run crashed,
 #             timed out or failed its check (the test suite runs this). It installs
 #             nothing and draws plots only if the venv already has matplotlib.
+#   --secure  also mimalloc 2.1.7 built from source, plain and in its secure mode
+#             (bench/mimalloc_secure.sh): the report then gives the cost of each
+#             secure mode over its own plain build, mimalloc's beside brisk's
 #
 # Steps: build brisk (cmake), install the missing peer allocators, strace and
 # valgrind (apt-get, as root), build bench/ programs, make the matplotlib venv
@@ -25,6 +28,7 @@ MODE=quick
 BUILD=1
 INSTALL=auto
 PLOTS=1
+SECURE_PEERS=0
 ALLOCS=()
 PASS=()
 VENV="$ROOT/.venv-bench"
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --no-install) INSTALL=0 ;;
     --install) INSTALL=1 ;;
     --no-plots) PLOTS=0 ;;
+    --secure) SECURE_PEERS=1 ;;
     -h | --help) usage; exit 0 ;;
     *) say "unknown option $1"; usage >&2; exit 2 ;;
   esac
@@ -121,6 +126,16 @@ done
 # The hardened library beside it: the report gives its cost over brisk.
 SECURE_LIB="$ROOT/build/libbrisk-secure.so"
 [ -n "$BRISK_LIB" ] && [ -f "$SECURE_LIB" ] && RUN_ALLOCS+=(--alloc "brisk-secure=$SECURE_LIB")
+if [ "$SECURE_PEERS" = 1 ]; then
+  say "building mimalloc plain and secure from source (log: bench/build/mimalloc-secure.log)"
+  if bench/mimalloc_secure.sh bench/build/peers > bench/build/mimalloc-secure.log 2>&1; then
+    RUN_ALLOCS+=(--alloc "mimalloc-src=$ROOT/bench/build/peers/libmimalloc-src.so"
+                 --alloc "mimalloc-src-secure=$ROOT/bench/build/peers/libmimalloc-src-secure.so")
+  else
+    say "mimalloc from source did not build (see bench/build/mimalloc-secure.log); left out"
+    MISSING+=(--missing "mimalloc-src-secure=its source could not be fetched or built")
+  fi
+fi
 for a in "${ALLOCS[@]+"${ALLOCS[@]}"}"; do RUN_ALLOCS+=(--alloc "$a"); done
 
 # ---- 3. the benchmark programs ------------------------------------------------------

@@ -124,12 +124,11 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
     segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
     page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
 #if BRISK_SECURE
-    /* Huge blocks are checked out of line (alloc.c). */
-    if (unlikely(seg->kind == SEG_HUGE)) {
+    /* Anything but a plain free of a live block is checked out of line. */
+    if (unlikely(!secure_free_quick(pg, p))) {
       _bk_free_slow(p);
       return;
     }
-    secure_page_check("free", pg, p, true);
 #endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {

@@ -25,6 +25,8 @@ static void huge_setup(segment_t *seg, size_t offset) {
   PUBLISH(seg->state, SEG_STATE_HUGE);
   seg->page_shift = 63; /* every offset maps to pages[0] */
   seg->page_count = 1;
+  PUBLISH(seg->pages[0].in_use, 0);
+  page_secure_update(&seg->pages[0]); /* its frees go out of line */
   seg->heap = NULL;
   seg->link.next = seg->link.prev = NULL;
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);

@@ -47,6 +47,7 @@ void _bk_page_extend(page_t *pg) {
   pg->free = (block_t *)first;
 #endif
   PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);
+  page_secure_update(pg);
 }
 
 /* Takes the remote frees and their count, keeping the delayed state bits

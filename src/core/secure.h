@@ -28,21 +28,15 @@ typedef struct secure_keys {
 } secure_keys_t;
 extern BRISK_INTERNAL secure_keys_t _bk_keys;
 
-/* Per size class, the constant c = 2^64 / size + 1 that tests "offset is
- * a multiple of the size" as offset * c <= c - 1 (mod 2^64) for 32-bit
- * offsets (Lemire, Kaser and Kurz): a multiply instead of a division on
- * every free. */
-extern BRISK_INTERNAL uint64_t _bk_class_multiple_test[CLASS_COUNT];
-
 BRISK_INTERNAL void _bk_secure_init(void);
 BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const void *link);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
 /* (Not in the checked library, which hands fresh blocks out in order.) */
 BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail);
-/* The secure checks of a free or realloc of p in a huge segment or
- * outside brisk (paged blocks are checked inline, secure_page_check). */
-BRISK_INTERNAL void _bk_secure_check_huge(const char *call, segment_t *seg, const void *p, bool freeing);
+/* The secure checks of a free (freeing) or realloc of p, in full: p must
+ * be the start of a live block (or inside one, on a page that handed out
+ * over-aligned blocks); a free marks it free. Aborts with the misuse. */
 BRISK_INTERNAL void _bk_secure_check_block(const char *call, const void *p, bool freeing);
 
 /* ---- Links -------------------------------------------------------------- */
@@ -79,8 +73,12 @@ static inline block_t *link_get(const block_t *b) {
 /* Inside the blocks the page has threaded (no division: a same-page
  * target is what an attacker cannot forge without the secret). */
 static inline bool page_holds(const page_t *pg, const void *p) {
-  return (uintptr_t)p - (uintptr_t)pg->start < (uintptr_t)pg->capacity * pg->block_size &&
-      ((uintptr_t)p & (BLOCK_ALIGN - 1)) == 0;
+#if BRISK_SECURE
+  uintptr_t end = pg->secure_end;
+#else
+  uintptr_t end = (uintptr_t)pg->capacity * pg->block_size;
+#endif
+  return (uintptr_t)p - (uintptr_t)pg->start < end && ((uintptr_t)p & (BLOCK_ALIGN - 1)) == 0;
 }
 
 /* The next block of a page's list, which must be in the same page. */
@@ -126,36 +124,39 @@ static inline void block_handed_out(block_t *b) {
 #endif
 }
 
-/* A free (freeing) or realloc of p, in pg: p must be the start of a live
- * block (or inside one, on a page that handed out over-aligned blocks). */
-static inline void secure_page_check(const char *call, page_t *pg, const void *p, bool freeing) {
+/* The secure fields of a page (types.h) as its blocks are threaded, and
+ * when it leaves use (or is a huge segment's pages[0]). */
+static inline void page_secure_update(page_t *pg) {
 #if BRISK_SECURE
-  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
-  if (unlikely(!PEEK(pg->in_use) || off >= (uintptr_t)PEEK(pg->capacity) * pg->block_size))
-    _bk_secure_bad_free(call, p, "not a block brisk handed out (invalid pointer)");
-  /* Within a segment, offsets fit 32 bits. */
-  uint64_t c = _bk_class_multiple_test[pg->size_class];
-  uint32_t inside = 0;
-  if (unlikely((uint64_t)(uint32_t)off * c > c - 1)) {
-    /* Over-aligned blocks (alignment 32 and up) start inside their blocks. */
-    if (!(PEEK(pg->flags) & PAGE_HAS_ALIGNED) || ((uintptr_t)p & (2 * BLOCK_ALIGN - 1)))
-      _bk_secure_bad_free(call, p, "pointer is inside a block, not at its start");
-    inside = (uint32_t)off % (uint32_t)pg->block_size;
-  }
-  uintptr_t *words = (uintptr_t *)((uintptr_t)p - inside);
-  if (unlikely(words[1] == freed_mark((block_t *)words)))
-    _bk_secure_bad_free(call, p, "double free (the block is already free)");
-  if (freeing) words[1] = freed_mark((block_t *)words);
+  /* c = 2^64 / size + 1 tests "offset is a multiple of the size" as
+   * offset * c <= c - 1 (mod 2^64) for 32-bit offsets (Lemire, Kaser and
+   * Kurz): a multiply instead of a division on every free. */
+  if (pg->in_use) PUBLISH(pg->secure_multiple, UINT64_MAX / pg->block_size + 1);
+  PUBLISH(pg->secure_end, pg->in_use ? (uint32_t)(pg->capacity * pg->block_size) : 0);
 #else
-  (void)call, (void)pg, (void)p, (void)freeing;
+  (void)pg;
 #endif
 }
 
-/* A free or realloc of p in seg (at pg): the huge and the paged checks. */
-static inline void secure_block_check(const char *call, segment_t *seg, page_t *pg, const void *p, bool freeing) {
-  if (!BRISK_SECURE) return;
-  if (unlikely(PEEK(seg->kind) == SEG_HUGE)) _bk_secure_check_huge(call, seg, p, freeing);
-  else secure_page_check(call, pg, p, freeing);
+/* The free fast path's check: true when p is the start of a block of pg
+ * that is not free, now marked free. False for anything else (a huge
+ * segment's block, a pointer inside a block, a block already free, a page
+ * not in use), which the caller sends to _bk_free_slow to be checked in
+ * full (_bk_secure_check_block): the fast path then calls nothing, and
+ * keeps no register across a call. */
+static inline bool secure_free_quick(page_t *pg, void *p) {
+#if BRISK_SECURE
+  /* Within a segment, offsets fit 32 bits. */
+  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
+  uint64_t c = PEEK(pg->secure_multiple);
+  uintptr_t *words = p, mark = freed_mark(p);
+  if (unlikely(off >= PEEK(pg->secure_end) || (uint64_t)(uint32_t)off * c > c - 1 || words[1] == mark))
+    return false;
+  words[1] = mark;
+#else
+  (void)pg, (void)p;
+#endif
+  return true;
 }
 
 #endif

@@ -72,6 +72,7 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
   for (uint32_t i = 0; i < seg->page_count; i++) {
     PUBLISH(seg->pages[i].in_use, 0);
     PUBLISH(seg->pages[i].needs_purge, 0);
+    page_secure_update(&seg->pages[i]);
     if (!page_is_usable(seg, i)) seg->free_page_mask &= ~((uint64_t)1 << i);
   }
   seg->heap = h;
@@ -114,6 +115,7 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
   size_t idx = (size_t)(pg - seg->pages);
   BRISK_ASSERT(pg->in_use && !((seg->free_page_mask >> idx) & 1) && seg->pages_in_use > 0);
   PUBLISH(pg->in_use, 0);
+  page_secure_update(pg);
   PUBLISH(pg->needs_purge, 1);
   pg->released_at_ms = _bk_os_now_ms();
   pg->free = pg->local_free = NULL;

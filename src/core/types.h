@@ -99,6 +99,15 @@ typedef struct page {
   uint8_t needs_purge; /* free in its segment, dirty, not yet purged */
   size_t block_size;
   uint8_t *start; /* first block */
+#if BRISK_SECURE
+  /* What a free checks (secure.h), kept beside start so that the check
+   * loads no more than the lines a free touches anyway: the bytes of
+   * threaded blocks from start, 0 while the page is not in use (and on a
+   * huge segment's pages[0]: such a free fails the range test and goes out
+   * of line); and the class's multiple test. Both PUBLISHed by the owner. */
+  uint32_t secure_end;
+  uint64_t secure_multiple;
+#endif
   /* Remote frees: an atomic LIFO with state bits (remote_free.c says how
    * each step is ordered). */
   _Atomic(uintptr_t) thread_free;
