@@ -1,0 +1,93 @@
+//! The process-wide calls: version, ownership, usable size, options, the
+//! statistics as JSON, heap checks, collect.
+use std::alloc::{GlobalAlloc, Layout};
+
+use brisk::{Brisk, Error, Opt};
+
+#[test]
+fn the_linked_library_is_the_crates_version() {
+    assert_eq!(brisk::version(), env!("CARGO_PKG_VERSION"));
+    assert_eq!(brisk::sys::VERSION, env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn ownership_and_usable_size() {
+    let on_stack = 5u64;
+    assert!(!brisk::owns(std::ptr::null()));
+    assert!(!brisk::owns(&on_stack as *const u64 as *const u8));
+    // SAFETY: null and a stack address are not brisk's: 0.
+    unsafe {
+        assert_eq!(brisk::usable_size(std::ptr::null()), 0);
+        assert_eq!(brisk::usable_size(&on_stack as *const u64 as *const u8), 0);
+    }
+    let layout = Layout::from_size_align(100, 8).unwrap();
+    // SAFETY: a valid layout, freed once.
+    unsafe {
+        let p = Brisk.alloc(layout);
+        assert!(brisk::owns(p) && brisk::owns(p.add(99)));
+        let usable = brisk::usable_size(p);
+        assert!(
+            if brisk::sys::CHECKED {
+                usable == 100
+            } else {
+                usable >= 100
+            },
+            "{}",
+            usable
+        );
+        Brisk.dealloc(p, layout);
+    }
+}
+
+#[test]
+fn options_read_back_what_was_set_and_refuse_out_of_range() {
+    assert_eq!(Opt::PurgeDelayMs.env_name(), "BRISK_PURGE_DELAY_MS");
+    assert_eq!(Opt::BackgroundPurge.env_name(), "BRISK_BACKGROUND_PURGE");
+    let old = Opt::PurgeDelayMs.get();
+    assert_eq!(Opt::PurgeDelayMs.set(1234), Ok(()));
+    assert_eq!(Opt::PurgeDelayMs.get(), 1234);
+    assert_eq!(Opt::PurgeDelayMs.set(-1), Err(Error::InvalidArgument));
+    assert_eq!(
+        Opt::PurgeDelayMs.set(3_600_001),
+        Err(Error::InvalidArgument)
+    );
+    assert_eq!(Opt::PurgeDelayMs.get(), 1234);
+    Opt::PurgeDelayMs.set(old).unwrap();
+}
+
+#[test]
+fn statistics_as_json() {
+    let json = brisk::stats_json();
+    assert!(
+        json.starts_with('{') && json.trim_end().ends_with('}'),
+        "{}",
+        json
+    );
+    assert!(json.contains("\"heaps\""), "{}", json);
+    assert!(!json.contains('\0'));
+}
+
+#[test]
+fn the_heap_checks_out_and_collect_returns_cached_memory() {
+    let layout = Layout::from_size_align(32 << 20, 8).unwrap();
+    // SAFETY: a valid layout, written within it and freed once.
+    unsafe {
+        let p = Brisk.alloc(layout);
+        assert!(!p.is_null());
+        std::ptr::write_bytes(p, 1, layout.size());
+        Brisk.dealloc(p, layout);
+    }
+    assert_eq!(brisk::check_heap(), Ok(()));
+    let before = brisk::stats();
+    brisk::collect();
+    let after = brisk::stats();
+    // The freed 32 MiB block waited in the cache; collect unmapped it.
+    assert!(before.cached() >= 32 << 20, "{} cached", before.cached());
+    assert!(
+        after.mapped() + (32 << 20) <= before.mapped(),
+        "mapped {} -> {}",
+        before.mapped(),
+        after.mapped()
+    );
+    assert_eq!(brisk::check_heap(), Ok(()));
+}
