@@ -81,6 +81,8 @@ fn small_blocks_show_in_their_size_class() {
     let during = live();
     // The class that grew by the 1000 boxes (the checked library puts a
     // canary after each block, so it is not always the 48-byte class).
+    // Figures are approximate (brisk.h) and the test harness's threads may
+    // allocate meanwhile: margins.
     let (i, grown) = (0..during.len())
         .map(|i| {
             (
@@ -91,14 +93,12 @@ fn small_blocks_show_in_their_size_class() {
         .max_by_key(|&(_, d)| d)
         .unwrap();
     assert!(
-        grown >= 1000,
-        "no class grew by 1000 blocks: {:?} -> {:?}",
-        before,
-        during
+        grown >= 950,
+        "1000 boxes of 48 bytes: the most a class grew is {}",
+        grown
     );
     assert!(during[i].size >= 48);
     drop(boxes);
-    // (The test harness's own threads may allocate meanwhile: a margin.)
     assert!(live()[i].live_blocks + 900 <= during[i].live_blocks);
 }
 
