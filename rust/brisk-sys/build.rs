@@ -4,9 +4,9 @@
 //!
 //! Where the C sources come from, first found:
 //!   1. `$BRISK_SOURCE_DIR` (a brisk checkout),
-//!   2. `csrc/` beside this file (a packaged crate: `rust/package.sh` copies
-//!      CMakeLists.txt, cmake/, include/ and src/ there),
-//!   3. `../..` (this crate inside the brisk repository).
+//!   2. `../..` (this crate inside the brisk repository),
+//!   3. `csrc/` beside this file (a packaged crate: `rust/package.sh` copies
+//!      CMakeLists.txt, cmake/, include/ and src/ there).
 //!
 //! The objects are linked into one relocatable object (`cc -r`) whose hidden
 //! symbols are then made local (`objcopy --localize-hidden`), as CMake's
@@ -61,21 +61,18 @@ fn source_root(manifest_dir: &Path) -> PathBuf {
         );
         return dir;
     }
-    let vendored = manifest_dir.join("csrc");
-    if is_root(&vendored) {
-        return vendored;
+    let repo = manifest_dir.join("../..");
+    if is_root(&repo) {
+        return repo.canonicalize().unwrap_or(repo);
     }
-    let repo = manifest_dir
-        .join("../..")
-        .canonicalize()
-        .unwrap_or_else(|_| manifest_dir.join("../.."));
+    let vendored = manifest_dir.join("csrc");
     assert!(
-        is_root(&repo),
-        "brisk's C sources are not at {} nor {}: set BRISK_SOURCE_DIR to a brisk checkout",
-        vendored.display(),
-        repo.display()
+        is_root(&vendored),
+        "brisk's C sources are neither at {} nor at {}: set BRISK_SOURCE_DIR to a brisk checkout",
+        repo.display(),
+        vendored.display()
     );
-    repo
+    vendored
 }
 
 /// brisk_version.h from cmake/brisk_version.h.in, as CMake's configure_file.
