@@ -1,6 +1,7 @@
 //! The process-wide calls: version, ownership, usable size, options, the
 //! statistics as JSON, heap checks, collect.
 use std::alloc::{GlobalAlloc, Layout};
+use std::process::Command;
 
 use brisk::{Brisk, Error, Opt};
 
@@ -67,9 +68,9 @@ fn statistics_as_json() {
     assert!(!json.contains('\0'));
 }
 
-#[test]
-fn the_heap_checks_out_and_collect_returns_cached_memory() {
-    let layout = Layout::from_size_align(32 << 20, 8).unwrap();
+/// Allocates `size` bytes from Brisk, writes them all, frees them.
+fn alloc_write_free(size: usize) {
+    let layout = Layout::from_size_align(size, 8).unwrap();
     // SAFETY: a valid layout, written within it and freed once.
     unsafe {
         let p = Brisk.alloc(layout);
@@ -77,6 +78,11 @@ fn the_heap_checks_out_and_collect_returns_cached_memory() {
         std::ptr::write_bytes(p, 1, layout.size());
         Brisk.dealloc(p, layout);
     }
+}
+
+#[test]
+fn the_heap_checks_out_and_collect_returns_cached_memory() {
+    alloc_write_free(32 << 20);
     assert_eq!(brisk::check_heap(), Ok(()));
     let before = brisk::stats();
     brisk::collect();
@@ -90,4 +96,38 @@ fn the_heap_checks_out_and_collect_returns_cached_memory() {
         after.mapped()
     );
     assert_eq!(brisk::check_heap(), Ok(()));
+}
+
+/// Run by itself in the child process of the next test (and harmless here).
+#[test]
+fn child_allocates() {
+    alloc_write_free(1 << 20);
+}
+
+#[test]
+fn brisks_constructor_is_linked() {
+    // brisk's constructor (src/api/process.c, which nothing calls by name)
+    // registers the fork handlers and the report at exit: a child asked
+    // for BRISK_STATS_JSON writes it only when the constructor was linked.
+    let json = std::env::temp_dir().join(format!("brisk-rust-api-{}.json", std::process::id()));
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_allocates", "--test-threads=1"])
+        .env("BRISK_STATS_JSON", &json)
+        .env_remove("BRISK_REPORT_ROOT")
+        .env_remove("BRISK_REPORT_CHILDREN")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&json)
+        .expect("no statistics at exit: brisk's constructor is not linked");
+    std::fs::remove_file(&json).unwrap();
+    assert!(
+        text.contains("\"requested\"") && text.contains("\"heaps\""),
+        "{}",
+        text
+    );
 }

@@ -5,6 +5,7 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
@@ -189,4 +190,53 @@ fn short_threads_leave_their_blocks_to_others() {
     // Every thread that allocated had a brisk heap, retired when it exited.
     assert!(brisk::stats().threads_exited() >= exited_before + 32);
     assert_eq!(brisk::check_heap(), Ok(()));
+}
+
+extern "C" {
+    fn fork() -> i32;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+    fn alarm(seconds: u32) -> u32;
+    fn _exit(status: i32) -> !;
+}
+
+#[test]
+fn fork_while_other_threads_allocate() {
+    // brisk's fork handlers take its locks around fork: a child forked
+    // while other threads allocate finds none held, and allocates.
+    let stop = AtomicBool::new(false);
+    thread::scope(|s| {
+        for t in 0..3usize {
+            let stop = &stop;
+            s.spawn(move || {
+                let mut n = t;
+                while !stop.load(Ordering::Relaxed) {
+                    n = n.wrapping_mul(31).wrapping_add(7);
+                    let v = vec![n as u8; 1 + n % 300_000];
+                    let m: HashMap<usize, String> =
+                        (0..n % 64).map(|i| (i, i.to_string())).collect();
+                    std::hint::black_box((v, m));
+                }
+            });
+        }
+        for _ in 0..20 {
+            // SAFETY: the child only allocates, checks and _exits; alarm
+            // ends it should it hang on a lock held across the fork.
+            let pid = unsafe { fork() };
+            assert!(pid >= 0, "fork failed");
+            if pid == 0 {
+                unsafe { alarm(30) };
+                let v: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+                let big = vec![1u8; 3 << 20];
+                let ok = v[999] == "999" && brisk::owns(v[5].as_ptr()) && big[(3 << 20) - 1] == 1;
+                // SAFETY: ends the child without running the parent's
+                // atexit handlers or test harness.
+                unsafe { _exit(if ok { 0 } else { 1 }) }
+            }
+            let mut status = 0;
+            // SAFETY: pid is our child; status is writable.
+            assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
+            assert_eq!(status, 0, "the child failed (status {:#x})", status);
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
 }
