@@ -12,18 +12,23 @@
 #   5. arm64: the library and the core unit tests cross-built for aarch64 in
 #      build-arm64/ (Debian's gcc-aarch64-linux-gnu, GoogleTest from its
 #      sources) and run under qemu-aarch64, test_page_size at 4, 16, 64 KiB
-#   6. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
-#   7. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
-#   8. fuzz: scripts/fuzz.sh --smoke 15, every libFuzzer harness of fuzz/ for
+#   6. rust: rust/test.sh, cargo test of the Rust crates in rust/ (brisk-sys
+#      builds the C core with the cc crate) on the release, checked and
+#      secure libraries, the nightly allocator_api tests when rustup has a
+#      nightly, and a fresh Cargo project under /tmp with brisk as its global
+#      allocator (rust/outside-project.sh); skipped without rustup's cargo
+#   7. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
+#   8. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
+#   9. fuzz: scripts/fuzz.sh --smoke 15, every libFuzzer harness of fuzz/ for
 #      15 seconds (BRISK_FUZZ_SECONDS) from its committed corpus; fails when
 #      one finds a crash (built with clang in build-fuzz/)
-#   9. scripts/bench.sh --smoke, when that script exists
+#  10. scripts/bench.sh --smoke, when that script exists
 # clang, arm64 and fuzz install their tools when missing, and are skipped
 # with a message when that fails. Exits non-zero when anything failed; ends
 # with a summary.
 #
 #   scripts/test.sh                 everything
-#   scripts/test.sh release asan    only the named stages (deps release lint clang arm64 asan tsan fuzz bench)
+#   scripts/test.sh release asan    only the named stages (deps release lint clang arm64 rust asan tsan fuzz bench)
 #   JOBS=N                          parallel build and test jobs (default: nproc)
 #   BRISK_ASAN_SCALE / BRISK_TSAN_SCALE   BRISK_TEST_SCALE for the sanitizer runs
 set -uo pipefail
@@ -35,7 +40,7 @@ LOGDIR="$ROOT/build-logs"
 mkdir -p "$LOGDIR"
 
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release lint clang arm64 asan tsan fuzz bench)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(deps release lint clang arm64 rust asan tsan fuzz bench)
 want() { local s; for s in "${STAGES[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 SUMMARY=()
@@ -244,6 +249,48 @@ if want arm64; then
     fi
   else
     record arm64 skip 0 "the aarch64 cross compilers or qemu-user could not be installed"
+  fi
+fi
+
+# The Rust crates (rust/README.md). They need a cargo that reads crates.io's
+# sparse index (1.68+, rustup's): Debian 12's cargo reads the index through
+# git only, which this machine cannot reach, so it is not installed for this.
+cargo_for_rust() {
+  local c v
+  for c in "$(command -v cargo 2>/dev/null)" "${CARGO_HOME:-$HOME/.cargo}/bin/cargo"; do
+    [ -n "$c" ] && [ -x "$c" ] || continue
+    v=$("$c" --version 2>/dev/null | sed -nE 's/^cargo 1\.([0-9]+).*/\1/p')
+    if [ -n "$v" ] && [ "$v" -ge 68 ]; then
+      echo "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+if want rust; then
+  if RUST_CARGO=$(cargo_for_rust); then
+    note "rust: rust/test.sh ($("$RUST_CARGO" --version))"
+    t0=$(date +%s)
+    log="$LOGDIR/rust.log"
+    # rust/test.sh builds C with the cc crate: -j2 at most, as the rest.
+    CARGO=$RUST_CARGO CARGO_BUILD_JOBS=$JOBS PATH="$(dirname "$RUST_CARGO"):$PATH" bash rust/test.sh 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    read -r passed failed skipped < <(sed -nE 's/^rust: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped$/\1 \2 \3/p' "$log" | tail -1)
+    if [ -z "${passed:-}" ]; then
+      record "rust tests" FAIL $(( $(date +%s) - t0 )) "rust/test.sh did not finish (see $log)"
+      TOTAL_FAIL=$((TOTAL_FAIL + 1))
+    else
+      TOTAL_PASS=$((TOTAL_PASS + passed))
+      TOTAL_FAIL=$((TOTAL_FAIL + failed))
+      TOTAL_SKIP=$((TOTAL_SKIP + skipped))
+      status=ok
+      if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ]; then status=FAIL; fi
+      detail="$passed passed, $failed failed, $skipped skipped"
+      [ "$status" = ok ] || detail+=": $(grep '^rust: failed:' "$log" | sed 's/^rust: failed: //'), see $log"
+      record "rust tests" "$status" $(( $(date +%s) - t0 )) "$detail"
+    fi
+  else
+    record rust skip 0 "no cargo 1.68+ (rustup's); Debian's cargo cannot read crates.io's sparse index"
   fi
 fi
 
