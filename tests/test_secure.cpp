@@ -199,6 +199,57 @@ TEST_F(SecureDeath, InteriorPointerOnAPageOfOverAlignedBlocksAborts) {
       "inside a block");
 }
 
+TEST_F(SecureDeath, InteriorPointerAtAnAlignedOffsetOfAPlainBlockAborts) {
+  // On a page that handed out over-aligned blocks, a pointer 32 bytes into
+  // a block malloc handed out is not where any block starts: only the
+  // pointer an aligned allocation handed out may be freed inside a block
+  // (found by fuzz_corrupt: free(p + 32) of a live 64 B block went by).
+  EXPECT_DEATH(
+      {
+        for (int i = 0; i < 16; i++) g_sink = brisk_aligned_alloc(32, 80);  // blocks of 112 B
+        char *p;
+        do p = (char *)brisk_malloc(100);  // the same class, where p + 32 is 32-aligned
+        while (((uintptr_t)p + 32) % 32);
+        brisk_free(launder(p + 32));
+      },
+      "inside a block");
+}
+
+TEST(Secure, OverAlignedBlocksInsideBlocksAreFreedAndReallocated) {
+  // The pointer an aligned allocation hands out inside a block is taken by
+  // free and realloc, and a second free of it is a double free.
+  std::vector<void *> got;
+  for (size_t align = 32; align <= 4096; align *= 2)
+    for (size_t size : {1u, 80u, 200u, 1000u, 5000u}) {
+      void *p = brisk_aligned_alloc(align, size);
+      ASSERT_NE(p, nullptr);
+      ASSERT_EQ((uintptr_t)p % align, 0u);
+      memset(p, 0x5a, size);
+      got.push_back(p);
+    }
+  for (size_t i = 0; i < got.size(); i++) {
+    if (i % 2) {
+      void *q = brisk_realloc(got[i], 64);
+      ASSERT_NE(q, nullptr);
+      EXPECT_EQ(((unsigned char *)q)[0], 0x5a);
+      got[i] = q;
+    }
+  }
+  for (void *p : got) brisk_free(p);
+}
+
+TEST_F(SecureDeath, DoubleFreeOfAnOverAlignedBlockInsideABlock) {
+  EXPECT_DEATH(
+      {
+        void *p;  // until one starts inside its 112 B block (16 bytes in)
+        for (int i = 0; i < 1000 && brisk_usable_size(p = brisk_aligned_alloc(32, 80)) != 96; i++) {
+        }
+        brisk_free(p);
+        brisk_free(launder(p));
+      },
+      "double free");
+}
+
 TEST_F(SecureDeath, ForeignPointerAborts) {
   EXPECT_DEATH(brisk_free(launder(g_target)), "not allocated by brisk");
   EXPECT_DEATH(

@@ -92,6 +92,7 @@ static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size) {
     if (p != b) {
       page_t *pg = page_of(segment_of(b), b);
       PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
+      block_aligned_inside(b, p);
     }
     return p;
   }

@@ -45,12 +45,15 @@ static void check_paged(const char *call, page_t *pg, const void *p, bool freein
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
   if (off >= PEEK(pg->secure_end)) _bk_secure_bad_free(call, p, "not a block brisk handed out (invalid pointer)");
   uint32_t inside = (uint32_t)off % (uint32_t)pg->block_size;
-  /* Over-aligned blocks (alignment 32 and up) start inside their blocks. */
+  /* Over-aligned blocks (alignment 32 and up) start inside their blocks,
+   * at the pointer their mark names (block_aligned_inside). */
+  const char *interior = "pointer is inside a block, not at its start";
   if (inside && (!(PEEK(pg->flags) & PAGE_HAS_ALIGNED) || ((uintptr_t)p & (2 * BLOCK_ALIGN - 1))))
-    _bk_secure_bad_free(call, p, "pointer is inside a block, not at its start");
+    _bk_secure_bad_free(call, p, interior);
   uintptr_t *words = (uintptr_t *)((uintptr_t)p - inside);
   if (words[1] == freed_mark((block_t *)words))
     _bk_secure_bad_free(call, p, "double free (the block is already free)");
+  if (inside && words[0] != aligned_mark(p)) _bk_secure_bad_free(call, p, interior);
   if (freeing) words[1] = freed_mark((block_t *)words);
 }
 

@@ -124,6 +124,22 @@ static inline void block_handed_out(block_t *b) {
 #endif
 }
 
+/* An over-aligned block placed inside a page's block (heap_aligned_block)
+ * starts 32 bytes or more into it: the block's first word, which the
+ * program does not own, holds a keyed mark of the pointer handed out, so
+ * that a free inside a block is taken only at that very pointer (the
+ * checked library keeps the offset in its trailer instead). The first free
+ * overwrites the mark with a link. */
+static inline uintptr_t aligned_mark(const void *p) { return (uintptr_t)p ^ rotate_left(_bk_keys.freed, 29); }
+
+static inline void block_aligned_inside(void *block, const void *p) {
+#if BRISK_SECURE && !BRISK_CHECKED
+  ((uintptr_t *)block)[0] = aligned_mark(p);
+#else
+  (void)block, (void)p;
+#endif
+}
+
 /* The secure fields of a page (types.h) as its blocks are threaded, and
  * when it leaves use (or is a huge segment's pages[0]). */
 static inline void page_secure_update(page_t *pg) {
