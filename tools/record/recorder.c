@@ -18,7 +18,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,10 +89,38 @@ static char *put_decimal(char *p, unsigned long v) {
   return p;
 }
 
+/* A trace of that name exists: an earlier image of this process (it
+ * exec'd this one). The name goes to the last image, the program a
+ * wrapper (env, sh -c 'exec ...') starts: the earlier trace becomes
+ * name.2 (.3, ...), or goes when it holds no call. */
+static void move_aside(const char *name, size_t len) {
+  uint8_t head[TRACE_HEADER_FIXED];
+  struct stat st;
+  int fd = open(name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t got = read(fd, head, sizeof head);
+  int empty = fstat(fd, &st) == 0 && got == (ssize_t)sizeof head &&
+              st.st_size <= (off_t)(TRACE_HEADER_FIXED + (head[32] | head[33] << 8));
+  close(fd);
+  if (empty) {
+    unlink(name);
+    return;
+  }
+  char other[PATH_MAX];
+  memcpy(other, name, len);
+  for (unsigned k = 2; k < 100; k++) {
+    *put_decimal(other + len + 1, k) = 0;
+    other[len] = '.';
+    if (link(name, other) == 0) {
+      unlink(name);
+      return;
+    }
+  }
+}
+
 /* Opens this process's trace: BRISK_RECORD for the root process, else
- * BRISK_RECORD.<pid>; a name taken already (an exec'd image of the same
- * process) gets .2, .3, ... Returns -1, with one line on stderr, when no
- * file can be made. */
+ * BRISK_RECORD.<pid>. Returns -1, with one line on stderr, when no file
+ * can be made. */
 static int open_trace(const char *base) {
   char name[PATH_MAX];
   size_t len = strlen(base);
@@ -103,22 +133,15 @@ static int open_trace(const char *base) {
     *end++ = '.';
     end = put_decimal(end, (unsigned long)pid);
   }
-  for (unsigned again = 1; again < 100; again++) {
-    char *tail = end;
-    if (again > 1) {
-      *tail++ = '.';
-      tail = put_decimal(tail, again);
-    }
-    *tail = 0;
+  *end = 0;
+  for (int again = 0; again < 3; again++) {
     int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0 || errno != EEXIST) {
-      if (fd < 0) {
-        static const char msg[] = "brisk-record: cannot create the trace file; not recording\n";
-        if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to say */
-        }
-      }
-      return fd;
-    }
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) break;
+    move_aside(name, (size_t)(end - name));
+  }
+  static const char msg[] = "brisk-record: cannot create the trace file; not recording\n";
+  if (write(2, msg, sizeof msg - 1) < 0) { /* nothing more to say */
   }
   return -1;
 }
@@ -309,31 +332,57 @@ __attribute__((constructor)) static void recorder_init(void) {
   my_busy--;
 }
 
-/* Every thread's buffer is written; the threads still running go on
- * writing each event alone until the process is gone. */
-static void flush_all(void) {
+/* Every thread's buffer is written. At exit (closing) the threads still
+ * running go on writing each event alone until the process is gone. */
+static void flush_all(int closing) {
   if (atomic_load(&state) != RECORDING) return;
   my_busy++;
   pthread_mutex_lock(&registry_lock);
   for (rec_buffer *b = registry; b; b = b->next) {
     lock_buffer(b);
     flush(b);
-    b->closed = 1;
+    b->closed = closing;
     unlock_buffer(b);
   }
   pthread_mutex_unlock(&registry_lock);
   my_busy--;
 }
 
-__attribute__((destructor)) static void recorder_fini(void) { flush_all(); }
+__attribute__((destructor)) static void recorder_fini(void) { flush_all(1); }
 
 /* A process that ends with _exit (a forked child, most often) runs no
  * destructor: its buffers are written here. */
 REC_EXPORT void _exit(int status) {
-  flush_all();
+  flush_all(1);
   for (;;) syscall(SYS_exit_group, status);
 }
 REC_EXPORT void _Exit(int status) { _exit(status); }
+
+/* exec replaces the process without a destructor: what it recorded is
+ * written first (the new image, recorded too, writes a trace of its own).
+ * glibc's execl* and posix_spawn reach execve inside libc, unseen. */
+static void *real(const char *name) {
+  my_busy++;
+  void *fn = dlsym(RTLD_NEXT, name);
+  my_busy--;
+  return fn;
+}
+REC_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  flush_all(0);
+  return ((int (*)(const char *, char *const[], char *const[]))real("execve"))(path, argv, envp);
+}
+REC_EXPORT int execv(const char *path, char *const argv[]) {
+  flush_all(0);
+  return ((int (*)(const char *, char *const[]))real("execv"))(path, argv);
+}
+REC_EXPORT int execvp(const char *file, char *const argv[]) {
+  flush_all(0);
+  return ((int (*)(const char *, char *const[]))real("execvp"))(file, argv);
+}
+REC_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  flush_all(0);
+  return ((int (*)(const char *, char *const[], char *const[]))real("execvpe"))(file, argv, envp);
+}
 
 /* ---- what the hooks call --------------------------------------------------- */
 

@@ -101,7 +101,7 @@ static void run_op(replayer *r, const trace_op *op) {
     made(r, op->block, p);
     return;
   }
-  void *old = block_pointer(r, op);
+  void *old = (op->mark & OP_SHARED) ? NULL : block_pointer(r, op);
   switch (op->kind) {
   case TK_REALLOC:
   case TK_REALLOCARRAY:

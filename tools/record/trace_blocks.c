@@ -200,6 +200,27 @@ static int make_op(walk *w, const trace_event *e, uint32_t thread, uint32_t rele
   return 0;
 }
 
+/* Marks OP_SHARED: a malloc_usable_size whose block another thread gives
+ * back (a replay orders a free after the block's making, not after its
+ * other uses). */
+static int mark_shared(trace *t) {
+  uint32_t *consumer = NULL;
+  size_t cap = 0;
+  if (trace_array_grow(&consumer, &cap, sizeof(uint32_t), t->block_count + 1)) return -1;
+  memset(consumer, 0xff, (t->block_count + 1) * sizeof(uint32_t));
+  for (size_t i = 0; i < t->op_count; i++)
+    if (t->ops[i].kind != TK_USABLE_SIZE && !trace_kind_allocates(t->ops[i].kind) && t->ops[i].block != TRACE_NO_BLOCK)
+      consumer[t->ops[i].block] = t->ops[i].thread;
+  for (size_t i = 0; i < t->op_count; i++) {
+    trace_op *op = &t->ops[i];
+    if (op->kind == TK_USABLE_SIZE && op->block != TRACE_NO_BLOCK && consumer[op->block] != TRACE_NO_BLOCK &&
+        consumer[op->block] != op->thread)
+      op->mark |= OP_SHARED;
+  }
+  trace_array_free(&consumer, &cap, sizeof(uint32_t));
+  return 0;
+}
+
 static int thread_lists(trace *t) {
   size_t n = t->op_count, threads = t->thread_count;
   if (trace_array_grow(&t->thread_first, &t->thread_first_cap, sizeof(size_t), threads + 1) ||
@@ -251,7 +272,7 @@ int trace_build(trace_parse *ps, trace *t) {
     if (e->time_ns > t->duration_ns) t->duration_ns = e->time_ns;
   }
   trace_live live = {0};
-  if (thread_lists(t) || trace_live_walk(t, NULL, &live, NULL, 0)) goto oom;
+  if (mark_shared(t) || thread_lists(t) || trace_live_walk(t, NULL, &live, NULL, 0)) goto oom;
   t->peak_live_bytes = live.peak;
   t->peak_at_ns = live.peak_at_ns;
   t->final_live_bytes = live.final;

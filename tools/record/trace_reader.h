@@ -20,6 +20,8 @@
 #define OP_UNKNOWN 2 /* its block is not in the trace (allocated before recording began,
                         or in a chunk that was never written): replayed as NULL */
 #define OP_REUSED 4  /* handed out an address that was still live in the trace */
+#define OP_SHARED 8  /* malloc_usable_size of a block another thread gives back later: replayed on
+                        NULL, since nothing orders it before that free in a replay */
 
 typedef struct {
   uint64_t size; /* bytes asked; calloc and reallocarray: per element */
