@@ -98,14 +98,14 @@ uint64_t cxx_forms() {
     int *a = new int(i);
     int *b = new int[4 + i % 8];
     void *c = ::operator new(24 + i % 100, std::nothrow);
-    void *d = ::operator new(64, std::align_val_t{64});
+    void *d = ::operator new (64, std::align_val_t{64});
     void *e = ::operator new[](200, std::align_val_t{256}, std::nothrow);
     void *f = ::operator new(48);
     sum += (uint64_t)*a + (((uintptr_t)d | (uintptr_t)e) & 63);
     delete a;
     delete[] b;
     ::operator delete(c, std::nothrow);
-    ::operator delete(d, std::align_val_t{64});
+    ::operator delete (d, std::align_val_t{64});
     ::operator delete[](e, 200, std::align_val_t{256});
     ::operator delete(f, 48);
   }

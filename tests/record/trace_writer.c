@@ -82,8 +82,8 @@ static void forget(int i) {
 }
 
 static void allocate(int t) {
-  static const unsigned kinds[] = {TK_MALLOC,   TK_CALLOC,  TK_POSIX_MEMALIGN, TK_ALIGNED_ALLOC,
-                                   TK_MEMALIGN, TK_VALLOC, TK_NEW,            TK_NEW_ARRAY};
+  static const unsigned kinds[] = {TK_MALLOC, TK_CALLOC, TK_POSIX_MEMALIGN, TK_ALIGNED_ALLOC, TK_MEMALIGN,
+                                   TK_VALLOC, TK_NEW,    TK_NEW_ARRAY};
   unsigned kind = kinds[rnd(8)];
   trace_event e = {.kind = (uint8_t)kind, .size = rnd(5000)};
   uint64_t align = 16, bytes = e.size;

@@ -100,7 +100,7 @@ static void move_aside(const char *name, size_t len) {
   if (fd < 0) return;
   ssize_t got = read(fd, head, sizeof head);
   int empty = fstat(fd, &st) == 0 && got == (ssize_t)sizeof head &&
-              st.st_size <= (off_t)(TRACE_HEADER_FIXED + (head[32] | head[33] << 8));
+      st.st_size <= (off_t)(TRACE_HEADER_FIXED + (head[32] | head[33] << 8));
   close(fd);
   if (empty) {
     unlink(name);
@@ -426,8 +426,12 @@ void rec_release(unsigned kind, unsigned flags, void *p, size_t size, uint64_t a
 }
 
 void rec_realloc(unsigned kind, void *old, size_t nmemb, size_t size, void *result, uint64_t seq_before) {
-  trace_event e = {.kind = (uint8_t)kind, .size = size, .aux = nmemb, .addr = (uintptr_t)old,
-                   .addr2 = (uintptr_t)result, .seq_before = seq_before};
+  trace_event e = {.kind = (uint8_t)kind,
+                   .size = size,
+                   .aux = nmemb,
+                   .addr = (uintptr_t)old,
+                   .addr2 = (uintptr_t)result,
+                   .seq_before = seq_before};
   e.seq = rec_seq();
   event(&e);
 }

@@ -24,8 +24,9 @@ int main(int argc, char **argv) {
   long long window = arg_int("window", 1024);
   args_done();
   if (!path || (strcmp(mode, "replay") && strcmp(mode, "info") && strcmp(mode, "check"))) {
-    fprintf(stderr, "usage: brisk-replay-driver trace=FILE [mode=replay|info|check] [name=LABEL] "
-                    "[series=FILE] [sample_ms=N] [window=CALLS]\n");
+    fprintf(stderr,
+            "usage: brisk-replay-driver trace=FILE [mode=replay|info|check] [name=LABEL] "
+            "[series=FILE] [sample_ms=N] [window=CALLS]\n");
     return 64;
   }
   trace t;

@@ -72,8 +72,9 @@ void replay_info(const trace *t, const char *path, FILE *out) {
   fprintf(out, "threads: %u\n", t->thread_count);
   fprintf(out, "blocks: %u\n", t->block_count);
   fprintf(out, "cross-thread frees: %llu\n", (unsigned long long)t->cross_thread);
-  fprintf(out, "frees of blocks not in the trace: %llu (allocated before recording began, or in a chunk "
-               "that was never written)\n",
+  fprintf(out,
+          "frees of blocks not in the trace: %llu (allocated before recording began, or in a chunk "
+          "that was never written)\n",
           (unsigned long long)t->unknown_blocks);
   if (t->reused_addresses)
     fprintf(out, "addresses handed out while still live: %llu (a free that was never written)\n",

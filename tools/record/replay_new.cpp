@@ -22,10 +22,8 @@ extern "C" void *replay_new(int array, int nothrow, size_t size, size_t align) {
 extern "C" void replay_delete(int array, void *p, int sized, size_t size, size_t align) {
   if (align) {
     std::align_val_t a{align};
-    if (sized)
-      array ? ::operator delete[](p, size, a) : ::operator delete(p, size, a);
-    else
-      array ? ::operator delete[](p, a) : ::operator delete(p, a);
+    if (sized) array ? ::operator delete[](p, size, a) : ::operator delete(p, size, a);
+    else array ? ::operator delete[](p, a) : ::operator delete(p, a);
   } else if (sized) {
     array ? ::operator delete[](p, size) : ::operator delete(p, size);
   } else {

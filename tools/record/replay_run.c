@@ -45,10 +45,8 @@ static void *block_pointer(replayer *r, const trace_op *op) {
     /* Yield first: on a machine with fewer cores than threads the maker
      * may be waiting for this core. */
     for (unsigned spins = 0; !(v = atomic_load_explicit(&r->blocks[op->block], memory_order_acquire)); spins++) {
-      if (spins < 100)
-        sched_yield();
-      else
-        nanosleep(&(struct timespec){0, 20000}, NULL);
+      if (spins < 100) sched_yield();
+      else nanosleep(&(struct timespec){0, 20000}, NULL);
     }
   }
   return v == NO_POINTER ? NULL : (void *)v;
@@ -83,8 +81,9 @@ static void *allocate(const trace_op *op) {
   case TK_MEMALIGN: return memalign(align, size);
   case TK_VALLOC: return valloc(size);
   case TK_PVALLOC: return pvalloc(size);
-  default: return replay_new(op->kind == TK_NEW_ARRAY, (op->flags & TF_NOTHROW) != 0, size,
-                             (op->flags & TF_ALIGNED) ? align : 0);
+  default:
+    return replay_new(op->kind == TK_NEW_ARRAY, (op->flags & TF_NOTHROW) != 0, size,
+                      (op->flags & TF_ALIGNED) ? align : 0);
   }
 }
 
@@ -105,11 +104,11 @@ static void run_op(replayer *r, const trace_op *op) {
   switch (op->kind) {
   case TK_REALLOC:
   case TK_REALLOCARRAY:
-    p = op->kind == TK_REALLOC ? realloc(old, (size_t)op->size) : reallocarray(old, (size_t)op->aux, (size_t)op->size);
+    p = op->kind == TK_REALLOC ? realloc(old, (size_t)op->size)
+                               : reallocarray(old, (size_t)op->aux, (size_t)op->size);
     r->allocs++;
     touch(p, trace_op_bytes(op));
-    if (op->block2 != TRACE_NO_BLOCK)
-      made(r, op->block2, p);
+    if (op->block2 != TRACE_NO_BLOCK) made(r, op->block2, p);
     else if (p && trace_op_bytes(op) == 0)
       r->extra_frees++, free(p); /* glibc's realloc(p, 0) frees; some allocators hand out a block */
     else if (p && op->block != TRACE_NO_BLOCK)
@@ -123,8 +122,7 @@ static void run_op(replayer *r, const trace_op *op) {
   default: break;
   }
   if (timed) t0 = ticks();
-  if (op->kind == TK_FREE)
-    free(old);
+  if (op->kind == TK_FREE) free(old);
   else
     replay_delete(op->kind == TK_DELETE_ARRAY, old, (op->flags & TF_SIZED) != 0, (size_t)op->size,
                   (op->flags & TF_ALIGNED) ? (size_t)op->aux : 0);
@@ -145,10 +143,8 @@ static void keep_pace(replayer *r, uint64_t at) {
       return;
     }
     if (!spins) r->waits++;
-    if (spins < 100)
-      sched_yield();
-    else
-      nanosleep(&(struct timespec){0, 20000}, NULL);
+    if (spins < 100) sched_yield();
+    else nanosleep(&(struct timespec){0, 20000}, NULL);
   }
 }
 
@@ -225,7 +221,7 @@ static uint64_t cpu_us(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
-         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+      (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 static int later_end(const void *a, const void *b, void *arg) {
@@ -241,8 +237,7 @@ static void run_threads(const trace *t, replayer *rs, const uint32_t *by_end) {
   uint32_t joined = 0;
   for (uint32_t i = 0; i < t->thread_count; i++) {
     size_t first = t->thread_ops[t->thread_first[i]];
-    while (joined < t->thread_count &&
-           t->thread_ops[t->thread_first[by_end[joined] + 1] - 1] < first)
+    while (joined < t->thread_count && t->thread_ops[t->thread_first[by_end[joined] + 1] - 1] < first)
       pthread_join(rs[by_end[joined++]].id, NULL);
     spawn(&rs[i].id, replay_thread, &rs[i]);
   }
@@ -268,7 +263,8 @@ int replay_run(const trace *t, const char *name, const char *series_path, long s
     size_t n = t->thread_first[i + 1] - t->thread_first[i];
     rs[i] = (replayer){.t = t, .thread = i, .blocks = blocks, .progress = pace, .window = window};
     atomic_store(&pace[i].next, t->thread_ops[t->thread_first[i]]);
-    if (trace_array_grow(&rs[i].asked, &rs[i].asked_cap, sizeof(uint64_t), n + 1)) die("cannot map a thread's table");
+    if (trace_array_grow(&rs[i].asked, &rs[i].asked_cap, sizeof(uint64_t), n + 1))
+      die("cannot map a thread's table");
   }
   for (uint32_t i = 0; i < t->thread_count; i++) by_end[i] = i;
   qsort_r(by_end, t->thread_count, sizeof(uint32_t), later_end, (void *)t);

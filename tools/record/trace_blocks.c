@@ -121,7 +121,7 @@ uint64_t trace_op_bytes(const trace_op *op) {
 
 int trace_kind_allocates(unsigned kind) {
   return kind == TK_MALLOC || kind == TK_CALLOC || (kind >= TK_POSIX_MEMALIGN && kind <= TK_PVALLOC) ||
-         kind == TK_NEW || kind == TK_NEW_ARRAY;
+      kind == TK_NEW || kind == TK_NEW_ARRAY;
 }
 int trace_kind_releases(unsigned kind) {
   return kind == TK_FREE || kind == TK_DELETE || kind == TK_DELETE_ARRAY || kind == TK_USABLE_SIZE;
@@ -172,8 +172,14 @@ static void consume(walk *w, trace_op *op, uint32_t b) {
 static int make_op(walk *w, const trace_event *e, uint32_t thread, uint32_t released) {
   trace *t = w->t;
   trace_op *op = &t->ops[t->op_count++];
-  *op = (trace_op){.size = e->size, .aux = e->aux, .time_ns = e->time_ns, .block = TRACE_NO_BLOCK,
-                   .block2 = TRACE_NO_BLOCK, .thread = thread, .kind = e->kind, .flags = e->flags};
+  *op = (trace_op){.size = e->size,
+                   .aux = e->aux,
+                   .time_ns = e->time_ns,
+                   .block = TRACE_NO_BLOCK,
+                   .block2 = TRACE_NO_BLOCK,
+                   .thread = thread,
+                   .kind = e->kind,
+                   .flags = e->flags};
   t->calls[e->kind]++;
   if (trace_kind_allocates(e->kind)) {
     if (!e->addr) {
@@ -209,7 +215,8 @@ static int mark_shared(trace *t) {
   if (trace_array_grow(&consumer, &cap, sizeof(uint32_t), t->block_count + 1)) return -1;
   memset(consumer, 0xff, (t->block_count + 1) * sizeof(uint32_t));
   for (size_t i = 0; i < t->op_count; i++)
-    if (t->ops[i].kind != TK_USABLE_SIZE && !trace_kind_allocates(t->ops[i].kind) && t->ops[i].block != TRACE_NO_BLOCK)
+    if (t->ops[i].kind != TK_USABLE_SIZE && !trace_kind_allocates(t->ops[i].kind) &&
+        t->ops[i].block != TRACE_NO_BLOCK)
       consumer[t->ops[i].block] = t->ops[i].thread;
   for (size_t i = 0; i < t->op_count; i++) {
     trace_op *op = &t->ops[i];
@@ -303,15 +310,15 @@ int trace_live_walk(const trace *t, const uint64_t *asked, trace_live *out, uint
     uint64_t bytes = asked ? asked[i] : trace_op_bytes(op);
     if (bytes == TRACE_NOT_RUN) continue;
     if (series && points) { /* a stretch without calls holds what the last one left */
-      size_t at = t->duration_ns ? (size_t)((double)op->time_ns / (double)t->duration_ns * (double)(points - 1)) : 0;
+      size_t at = t->duration_ns ? (size_t)((double)op->time_ns / (double)t->duration_ns * (double)(points - 1))
+                                 : 0;
       for (at = at < points ? at : points - 1; bucket < at;) series[++bucket] = live;
     }
     if (trace_kind_allocates(op->kind)) {
       if (op->block != TRACE_NO_BLOCK) live += held[op->block] = bytes;
     } else if (op->kind == TK_REALLOC || op->kind == TK_REALLOCARRAY) {
       if (op->block != TRACE_NO_BLOCK) live -= held[op->block];
-      if (op->block2 != TRACE_NO_BLOCK)
-        live += held[op->block2] = bytes;
+      if (op->block2 != TRACE_NO_BLOCK) live += held[op->block2] = bytes;
       else if (bytes != 0 && op->block != TRACE_NO_BLOCK)
         live += held[op->block]; /* failed: the old block stays */
     } else if (op->kind != TK_USABLE_SIZE && op->block != TRACE_NO_BLOCK) {

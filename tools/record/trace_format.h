@@ -37,21 +37,21 @@
 
 /* Op byte: kind in the low 5 bits, then three flags. */
 enum trace_kind {
-  TK_MALLOC = 1,       /* size -> addr */
-  TK_CALLOC,           /* nmemb, size -> addr */
-  TK_REALLOC,          /* addr, size -> addr2, seq_before */
-  TK_REALLOCARRAY,     /* addr, nmemb, size -> addr2, seq_before */
-  TK_FREE,             /* addr */
-  TK_POSIX_MEMALIGN,   /* align, size -> addr */
-  TK_ALIGNED_ALLOC,    /* align, size -> addr */
-  TK_MEMALIGN,         /* align, size -> addr */
-  TK_VALLOC,           /* size -> addr */
-  TK_PVALLOC,          /* size -> addr */
-  TK_USABLE_SIZE,      /* addr */
-  TK_NEW,              /* size [align] -> addr; flags: nothrow, aligned */
-  TK_NEW_ARRAY,        /* the same for new[] */
-  TK_DELETE,           /* addr [size] [align]; flags: sized, aligned */
-  TK_DELETE_ARRAY,     /* the same for delete[] */
+  TK_MALLOC = 1,     /* size -> addr */
+  TK_CALLOC,         /* nmemb, size -> addr */
+  TK_REALLOC,        /* addr, size -> addr2, seq_before */
+  TK_REALLOCARRAY,   /* addr, nmemb, size -> addr2, seq_before */
+  TK_FREE,           /* addr */
+  TK_POSIX_MEMALIGN, /* align, size -> addr */
+  TK_ALIGNED_ALLOC,  /* align, size -> addr */
+  TK_MEMALIGN,       /* align, size -> addr */
+  TK_VALLOC,         /* size -> addr */
+  TK_PVALLOC,        /* size -> addr */
+  TK_USABLE_SIZE,    /* addr */
+  TK_NEW,            /* size [align] -> addr; flags: nothrow, aligned */
+  TK_NEW_ARRAY,      /* the same for new[] */
+  TK_DELETE,         /* addr [size] [align]; flags: sized, aligned */
+  TK_DELETE_ARRAY,   /* the same for delete[] */
   TK_KIND_COUNT
 };
 #define TF_KIND_MASK 0x1fu
@@ -73,10 +73,22 @@ typedef struct {
 } trace_event;
 
 static inline const char *trace_kind_name(unsigned kind) {
-  static const char *const names[TK_KIND_COUNT] = {
-      "?",        "malloc",  "calloc",         "realloc",       "reallocarray", "free",
-      "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size",
-      "new",      "new[]",   "delete",         "delete[]"};
+  static const char *const names[TK_KIND_COUNT] = {"?",
+                                                   "malloc",
+                                                   "calloc",
+                                                   "realloc",
+                                                   "reallocarray",
+                                                   "free",
+                                                   "posix_memalign",
+                                                   "aligned_alloc",
+                                                   "memalign",
+                                                   "valloc",
+                                                   "pvalloc",
+                                                   "malloc_usable_size",
+                                                   "new",
+                                                   "new[]",
+                                                   "delete",
+                                                   "delete[]"};
   return kind < TK_KIND_COUNT ? names[kind] : "?";
 }
 
@@ -128,7 +140,7 @@ static inline uint64_t trace_zigzag(uint64_t now, uint64_t before) {
   return ((uint64_t)d << 1) ^ (uint64_t)(d >> 63);
 }
 static inline uint64_t trace_unzigzag(uint64_t z, uint64_t before) {
-  return before + ((z >> 1) ^ (uint64_t)-(int64_t)(z & 1));
+  return before + ((z >> 1) ^ (uint64_t) - (int64_t)(z & 1));
 }
 
 /* FNV-1a over the payload: catches a damaged chunk before it is decoded. */
@@ -168,9 +180,7 @@ static inline uint8_t *trace_encode(uint8_t *p, trace_cursor *c, const trace_eve
   case TK_CALLOC: p = trace_put_varint(p, e->aux); /* fall through */
   case TK_MALLOC:
   case TK_VALLOC:
-  case TK_PVALLOC:
-    p = trace_put_varint(p, e->size);
-    return trace_put_addr(p, c, e->addr);
+  case TK_PVALLOC: p = trace_put_varint(p, e->size); return trace_put_addr(p, c, e->addr);
   case TK_POSIX_MEMALIGN:
   case TK_ALIGNED_ALLOC:
   case TK_MEMALIGN:
@@ -195,8 +205,7 @@ static inline uint8_t *trace_encode(uint8_t *p, trace_cursor *c, const trace_eve
     if (flags & TF_SIZED) p = trace_put_varint(p, e->size);
     if (flags & TF_ALIGNED) p = trace_put_varint(p, e->aux);
     return p;
-  default: /* TK_FREE, TK_USABLE_SIZE */
-    return trace_put_addr(p, c, e->addr);
+  default: /* TK_FREE, TK_USABLE_SIZE */ return trace_put_addr(p, c, e->addr);
   }
 }
 

@@ -18,7 +18,9 @@
 
 /* ---- arrays outside the allocator under test ------------------------------- */
 
+#ifndef TRACE_READER_MALLOC
 static size_t array_bytes(size_t count, size_t elem) { return (count * elem + 4095) & ~(size_t)4095; }
+#endif
 
 int trace_array_grow(void *array, size_t *cap, size_t elem, size_t need) {
   void **p = array;
@@ -101,7 +103,7 @@ static int decode(const uint8_t **p, const uint8_t *end, trace_cursor *c, trace_
   case TK_ALIGNED_ALLOC:
   case TK_MEMALIGN:
     return trace_get_varint(p, end, &e->aux) && trace_get_varint(p, end, &e->size) &&
-           get_addr(p, end, c, null, &e->addr);
+        get_addr(p, end, c, null, &e->addr);
   case TK_REALLOC:
   case TK_REALLOCARRAY:
     if (!get_addr(p, end, c, null, &e->addr)) return 0;
@@ -115,11 +117,11 @@ static int decode(const uint8_t **p, const uint8_t *end, trace_cursor *c, trace_
   case TK_NEW:
   case TK_NEW_ARRAY:
     return trace_get_varint(p, end, &e->size) && (!(flags & TF_ALIGNED) || trace_get_varint(p, end, &e->aux)) &&
-           get_addr(p, end, c, null, &e->addr);
+        get_addr(p, end, c, null, &e->addr);
   case TK_DELETE:
   case TK_DELETE_ARRAY:
     return get_addr(p, end, c, null, &e->addr) && (!(flags & TF_SIZED) || trace_get_varint(p, end, &e->size)) &&
-           (!(flags & TF_ALIGNED) || trace_get_varint(p, end, &e->aux));
+        (!(flags & TF_ALIGNED) || trace_get_varint(p, end, &e->aux));
   default: return get_addr(p, end, c, null, &e->addr); /* free, malloc_usable_size */
   }
 }

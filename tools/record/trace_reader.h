@@ -16,11 +16,13 @@
 
 #define TRACE_NO_BLOCK UINT32_MAX
 /* trace_op.mark */
-#define OP_WAIT 1    /* its block came from another thread: wait until it exists */
-#define OP_UNKNOWN 2 /* its block is not in the trace (allocated before recording began,
+#define OP_WAIT 1 /* its block came from another thread: wait until it exists */
+#define OP_UNKNOWN                                                                                                \
+  2                 /* its block is not in the trace (allocated before recording began,
                         or in a chunk that was never written): replayed as NULL */
-#define OP_REUSED 4  /* handed out an address that was still live in the trace */
-#define OP_SHARED 8  /* malloc_usable_size of a block another thread gives back later: replayed on
+#define OP_REUSED 4 /* handed out an address that was still live in the trace */
+#define OP_SHARED                                                                                                 \
+  8 /* malloc_usable_size of a block another thread gives back later: replayed on
                         NULL, since nothing orders it before that free in a replay */
 
 typedef struct {
