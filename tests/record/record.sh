@@ -12,6 +12,9 @@
 #                  freeing each other's blocks, a forked child
 #         killed   record_probe allocating until SIGKILL: the trace reads up to
 #                  its last chunk and replays
+#         installed  cmake --install into a prefix, moved: the installed tools find
+#                  the installed library, recorder and driver; the source tree's
+#                  tools copied elsewhere find a build through BRISK_BUILD_DIR
 source "$(dirname "$0")/../preload/common.sh"
 MODE=${2:?mode}
 BUILD=$(cd "${3:?build directory}" && pwd)
@@ -125,6 +128,37 @@ killed)
   kill -KILL $pid
   wait $pid 2> /dev/null && fail "record_probe forever was not killed"
   replays "$T" 100000
+  ;;
+installed)
+  need cmake
+  [ -x "$PROBE" ] || fail "no record_probe"
+  "$PROBE" threads > "$TMP/plain.out" || fail "record_probe fails"
+  cmake --install "$BUILD" --prefix "$TMP/staged" > /dev/null || fail "cmake --install failed"
+  mv "$TMP/staged" "$TMP/prefix"
+  P=$TMP/prefix
+  for f in bin/brisk-replay bin/brisk-replay-driver share/man/man1/brisk-replay.1; do
+    [ -e "$P/$f" ] || fail "not installed: $f"
+  done
+  [ -n "$(find "$P" -name libbrisk-record.so)" ] || fail "not installed: libbrisk-record.so"
+  RUN=$P/bin/brisk-run REPLAY=$P/bin/brisk-replay
+  recorded "$TMP/plain.out" "$PROBE" threads
+  "$REPLAY" "$T" --allocators glibc,brisk --repeat 1 --no-syscalls > "$TMP/replay.out" || fail "installed brisk-replay"
+  grep -q "^== brisk ($P/lib[^ ]*/libbrisk.so)$" "$TMP/replay.out" || fail "installed brisk-replay did not take the installed library: $(grep '^==' "$TMP/replay.out")"
+  [ "$(grep -c ': faithful$' "$TMP/replay.out")" = 2 ] || fail "installed: replays not faithful"
+  "$REPLAY" --version | grep -q "^brisk-replay [0-9]" || fail "brisk-replay --version"
+  "$REPLAY" --help | grep -q -- "--allocators" || fail "brisk-replay --help"
+  echo "ok: the installed tools find the installed library, recorder and driver"
+  # The source tree's scripts, copied where no build is beside them.
+  SRC=$(cd "$HERE/../.." && pwd)
+  mkdir "$TMP/elsewhere"
+  cp "$SRC/tools/brisk-run" "$SRC/tools/brisk-replay" "$TMP/elsewhere/"
+  RUN=$TMP/elsewhere/brisk-run REPLAY=$TMP/elsewhere/brisk-replay
+  "$RUN" --record "$T" -- true 2> /dev/null && fail "brisk-run --record found a recorder with no build"
+  export BRISK_BUILD_DIR=$BUILD
+  recorded "$TMP/plain.out" "$PROBE" threads
+  "$REPLAY" "$T" --allocators brisk --repeat 1 --no-syscalls > "$TMP/replay.out" || fail "brisk-replay with BRISK_BUILD_DIR"
+  grep -q "^== brisk ($BUILD/libbrisk.so)$" "$TMP/replay.out" || fail "BRISK_BUILD_DIR: $(grep '^==' "$TMP/replay.out")"
+  echo "ok: BRISK_BUILD_DIR names the build"
   ;;
 *) fail "unknown mode $MODE" ;;
 esac

@@ -37,17 +37,32 @@ typedef struct {
   hist_t malloc_hist, free_hist;
 } replayer;
 
+/* A wait that lasts this long is a replay that cannot go on (a driver
+ * bug: the maker of a block never made it): fail, do not hang. */
+#define STUCK_NS (60 * 1000000000ull)
+
+/* Yields first: on a machine with fewer cores than threads the thread
+ * waited for may be waiting for this core. */
+static void wait_a_little(unsigned spins, uint64_t since, const char *what) {
+  if (spins < 100) {
+    sched_yield();
+    return;
+  }
+  nanosleep(&(struct timespec){0, 20000}, NULL);
+  if ((spins & 1023) == 0 && now_ns() - since > STUCK_NS) {
+    fprintf(stderr, "CHECK FAILED: the replay is stuck: %s for 60 s\n", what);
+    exit(2);
+  }
+}
+
 static void *block_pointer(replayer *r, const trace_op *op) {
   if (op->block == TRACE_NO_BLOCK) return NULL;
   uintptr_t v = atomic_load_explicit(&r->blocks[op->block], memory_order_acquire);
   if (!v && (op->mark & OP_WAIT)) {
     r->waits++;
-    /* Yield first: on a machine with fewer cores than threads the maker
-     * may be waiting for this core. */
-    for (unsigned spins = 0; !(v = atomic_load_explicit(&r->blocks[op->block], memory_order_acquire)); spins++) {
-      if (spins < 100) sched_yield();
-      else nanosleep(&(struct timespec){0, 20000}, NULL);
-    }
+    uint64_t since = now_ns();
+    for (unsigned spins = 0; !(v = atomic_load_explicit(&r->blocks[op->block], memory_order_acquire)); spins++)
+      wait_a_little(spins, since, "a thread waited for a block another thread makes");
   }
   return v == NO_POINTER ? NULL : (void *)v;
 }
@@ -132,6 +147,7 @@ static void run_op(replayer *r, const trace_op *op) {
 /* Waits until every other thread is within the window of call `at`. The
  * thread furthest behind never waits here, so all go on. */
 static void keep_pace(replayer *r, uint64_t at) {
+  uint64_t since = now_ns();
   for (unsigned spins = 0;; spins++) {
     uint64_t least = UINT64_MAX;
     for (uint32_t i = 0; i < r->t->thread_count; i++) {
@@ -143,8 +159,7 @@ static void keep_pace(replayer *r, uint64_t at) {
       return;
     }
     if (!spins) r->waits++;
-    if (spins < 100) sched_yield();
-    else nanosleep(&(struct timespec){0, 20000}, NULL);
+    wait_a_little(spins, since, "a thread waited for the others to keep pace");
   }
 }
 
