@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +137,16 @@ static int open_trace(const char *base) {
   *end = 0;
   for (int again = 0; again < 3; again++) {
     int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) return fd;
+    if (fd >= 0) {
+      /* Far from the low numbers a program or its shell redirects
+       * (exec 3>file), which would send chunks into the program's files. */
+      int high = fcntl(fd, F_DUPFD_CLOEXEC, 700);
+      if (high >= 0) {
+        close(fd);
+        fd = high;
+      }
+      return fd;
+    }
     if (errno != EEXIST) break;
     move_aside(name, (size_t)(end - name));
   }
@@ -197,6 +207,17 @@ static void lock_buffer(rec_buffer *b) {
   while (atomic_exchange_explicit(&b->lock, 1, memory_order_acquire)) sched_yield();
 }
 static void unlock_buffer(rec_buffer *b) { atomic_store_explicit(&b->lock, 0, memory_order_release); }
+
+/* For the flushes of other threads' buffers: a buffer whose owner does not
+ * let go within a few milliseconds (it called exit from a signal handler
+ * in the middle of an event) is left as it is rather than waited for. */
+static int try_lock_buffer(rec_buffer *b) {
+  for (int i = 0; i < 2000; i++) {
+    if (!atomic_exchange_explicit(&b->lock, 1, memory_order_acquire)) return 1;
+    sched_yield();
+  }
+  return 0;
+}
 
 /* A buffer for this thread, from the pool or mapped; registered for the
  * exit flush, and with the key whose destructor flushes it at thread exit. */
@@ -339,7 +360,7 @@ static void flush_all(int closing) {
   my_busy++;
   pthread_mutex_lock(&registry_lock);
   for (rec_buffer *b = registry; b; b = b->next) {
-    lock_buffer(b);
+    if (!try_lock_buffer(b)) continue;
     flush(b);
     b->closed = closing;
     unlock_buffer(b);
