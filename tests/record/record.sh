@@ -145,8 +145,8 @@ installed)
   "$REPLAY" "$T" --allocators glibc,brisk --repeat 1 --no-syscalls > "$TMP/replay.out" || fail "installed brisk-replay"
   grep -q "^== brisk ($P/lib[^ ]*/libbrisk.so)$" "$TMP/replay.out" || fail "installed brisk-replay did not take the installed library: $(grep '^==' "$TMP/replay.out")"
   [ "$(grep -c ': faithful$' "$TMP/replay.out")" = 2 ] || fail "installed: replays not faithful"
-  "$REPLAY" --version | grep -q "^brisk-replay [0-9]" || fail "brisk-replay --version"
-  "$REPLAY" --help | grep -q -- "--allocators" || fail "brisk-replay --help"
+  out=$("$REPLAY" --version) && grep -q "^brisk-replay [0-9]" <<< "$out" || fail "brisk-replay --version: $out"
+  out=$("$REPLAY" --help) && grep -q -- "--allocators" <<< "$out" || fail "brisk-replay --help"
   echo "ok: the installed tools find the installed library, recorder and driver"
   # The source tree's scripts, copied where no build is beside them.
   SRC=$(cd "$HERE/../.." && pwd)
