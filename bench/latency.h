@@ -60,6 +60,7 @@ static double ticks_quantum(void) {
       uint64_t a = ticks();
       for (int j = 0; j < i % 97; j++) sink += (unsigned)j;
       d[i] = ticks() - a;
+      (void)sink; /* clang: set but never read (it is volatile: the loop stays) */
     }
     quantum = 1;
     for (double c = 64; c >= 4 && quantum == 1; c -= 0.05) {

@@ -28,6 +28,7 @@ import sys
 import time
 
 import probes
+import traces
 from report import job_label, report
 from workloads import MODES, WORKLOADS, plan
 
@@ -384,6 +385,8 @@ def main():
     out_dir = args.out or os.path.join(
         HERE, "results", "smoke" if args.mode == "smoke" else "%s-%s" % (stamp, args.mode))
     os.makedirs(out_dir, exist_ok=True)
+    jobs, replay_notes = traces.prepare(jobs, mode.get("replay", {}), out_dir)
+    notes = sorted(set(notes + replay_notes))
 
     meta = {"mode": args.mode, "command": args.command, "reps": reps,
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),

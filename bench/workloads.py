@@ -24,6 +24,7 @@ MODES = {
         "server": {"ms": 20},
         "falseshare": {"ms": 10},
         "cpython": {"ms": 20, "entries": 200},
+        "replay": {"python_ms": 20, "sqlite_rows": 2000, "sort_lines": 5000},
     },
     "quick": {
         "reps": 3,
@@ -42,6 +43,7 @@ MODES = {
         "server": {"ms": 400},
         "falseshare": {"ms": 150},
         "cpython": {"ms": 600},
+        "replay": {"python_ms": 300, "sqlite_rows": 30000, "sort_lines": 100000},
         "callgrind": {"live": [0, 1000], "iters": [20000, 40000]},
     },
     "full": {
@@ -61,6 +63,7 @@ MODES = {
         "server": {"ms": 2000},
         "falseshare": {"ms": 1000},
         "cpython": {"ms": 3000},
+        "replay": {"python_ms": 1000, "sqlite_rows": 100000, "sort_lines": 300000},
         "callgrind": {"live": [0, 1000], "iters": [20000, 40000]},
     },
 }
@@ -164,6 +167,20 @@ WORKLOADS = [
      "and 20000 iterations (start-up and exit excluded), less the same loop calling "
      "empty stand-ins (the loop excluded). Counted once; instructions, not time.",
      [("instructions per 32 B malloc + free pair (callgrind)", ["instr_per_pair"], -1)]),
+    ("replay", "14. Replays of real programs",
+     "Traces recorded at bench time (bench/traces.py, the recorder of `brisk-run --record`) "
+     "from python3 (bench/cpython.py, PYTHONMALLOC=malloc), sqlite3 (a table filled, indexed, "
+     "grouped, updated, vacuumed), g++ -O2 compiling tests/preload/sample.cpp (cc1plus) and "
+     "sort through temporary files, then replayed by brisk-replay-driver with the recorded "
+     "threads and cross-thread frees: the allocator's share of each program, without the "
+     "program. RSS is over the driver's own (the loaded trace); every replay makes every "
+     "recorded call (else WRONG).",
+     [("seconds for the whole replay", ["secs"], -1),
+      ("CPU seconds", ["cpu_secs"], -1),
+      ("RSS, MiB", ["peak_rss_mb", "final_rss_mb"], -1),
+      ("page faults", ["faults"], -1),
+      ("malloc latency, ns", ["malloc_p50", "malloc_p99", "malloc_p999"], -1),
+      ("memory syscalls per 1000 mallocs (strace -c)", SYSCALL_METRICS, -1)]),
 ]
 
 METRIC_LABELS = {
@@ -174,6 +191,7 @@ METRIC_LABELS = {
     "sys_mremap": "mremap", "sys_brk": "brk", "sys_all": "all memory syscalls",
     "rss_after_mb": "at once", "rss_settled_mb": "after settling",
     "rss_early_mb": "after 1/4 of the run", "rss_end_mb": "at the end", "peak_rss_mb": "peak",
+    "final_rss_mb": "final",
 }
 
 
@@ -237,6 +255,9 @@ def plan(mode, ncpu, only):
     for t in both:
         add("falseshare", 2 * p["falseshare"]["ms"] / 1000, threads=t, **p["falseshare"])
     add("cpython", 0.2 + p["cpython"]["ms"] / 1000, job={"prog": "cpython.py"}, **p["cpython"])
+    if "replay" in p:  # traces made at bench time: bench/traces.py fills in trace=
+        for name in ("python", "sqlite3", "g++", "sort"):
+            add("replay", 0.5, job={"prog": "brisk-replay-driver", "syscalls": True}, name=name)
     if "callgrind" in p:  # not in smoke mode: valgrind takes seconds
         cg = p["callgrind"]
         for live in cg["live"]:

@@ -52,7 +52,7 @@ static const struct {
 static const char *const quiet[] = {"BRISK_STATS_JSON",      "BRISK_REPORT_FILE",    "BRISK_REPORT_ROOT",
                                     "BRISK_REPORT_CHILDREN", "BRISK_LEAK_EXIT_CODE", "BRISK_LIB",
                                     "BRISK_BUILD_DIR",       "BRISK_ASAN_SCALE",     "BRISK_TSAN_SCALE",
-                                    "BRISK_STACK_DEPTH"};
+                                    "BRISK_STACK_DEPTH",     "BRISK_RECORD",         "BRISK_RECORD_ROOT"};
 #define RESERVE_APPLY_MAX (64LL << 20) /* larger reserves are parsed, not mapped */
 
 static long long saved[BRISK_OPTION_COUNT];

@@ -48,6 +48,7 @@ flags_for() {
   case $1 in
     fuzz_options) echo "-max_len=1024 -rss_limit_mb=2048 -timeout=30 -dict=$ROOT/fuzz/options.dict" ;;
     fuzz_corrupt) echo "-max_len=2048 -rss_limit_mb=2048 -timeout=60" ;;
+    fuzz_trace) echo "-max_len=8192 -rss_limit_mb=2048 -timeout=30" ;;  # a trace: chunks of events
     *) echo "-max_len=4096 -rss_limit_mb=3072 -timeout=60" ;;
   esac
 }

@@ -52,8 +52,9 @@ static const char *const other_variables[] = {"BRISK_STATS_JSON",
                                               "BRISK_STACK_DEPTH",
                                               NULL};
 /* Variables of brisk's own tools and test suite: not warned about. */
-static const char *const tool_variables[] = {"BRISK_LIB", "BRISK_BUILD_DIR", "BRISK_ASAN_SCALE",
-                                             "BRISK_TSAN_SCALE", NULL};
+static const char *const tool_variables[] = {
+    "BRISK_LIB", "BRISK_BUILD_DIR", "BRISK_ASAN_SCALE", "BRISK_TSAN_SCALE", "BRISK_RECORD", "BRISK_RECORD_ROOT",
+    NULL};
 #define TOOL_PREFIX "BRISK_TEST_"
 
 static const char *const accepted_form[] = {
