@@ -89,7 +89,7 @@ expect_value BRISK_VERBOSE 1 "BRISK_VERBOSE=1"
 if grep -E "ignoring|unknown variable" "$TMP/err"; then fail "BRISK_VERBOSE=1 was warned about"; fi
 # Variables of brisk's tools and of the test suite are known: no warning.
 probe BRISK_LIB=/nonexistent BRISK_TEST_SOMETHING=1 BRISK_STATS_JSON= BRISK_BUILD_DIR=/tmp \
-      BRISK_ASAN_SCALE=0.5 BRISK_TSAN_SCALE=0.25
+      BRISK_ASAN_SCALE=0.5 BRISK_TSAN_SCALE=0.25 BRISK_STACK_DEPTH=4 BRISK_RECORD=/tmp/none BRISK_RECORD_ROOT=1
 [ ! -s "$TMP/err" ] || fail "warning for a known variable: $(cat "$TMP/err")"
 echo "ok: good values"
 
