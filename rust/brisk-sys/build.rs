@@ -202,7 +202,8 @@ fn main() {
         .flag("-fno-builtin-realloc")
         .flag("-fexceptions");
     if checked {
-        build.define("BRISK_CHECKED", "1");
+        // Its stacks need a frame pointer (CMakeLists.txt says why).
+        build.define("BRISK_CHECKED", "1").flag("-fno-omit-frame-pointer");
     } else if secure {
         build.define("BRISK_SECURE", "1");
     }

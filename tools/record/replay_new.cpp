@@ -19,14 +19,20 @@ extern "C" void *replay_new(int array, int nothrow, size_t size, size_t align) {
   }
 }
 
+// Statements, not ?: between two void calls: clang 14 compiled such a
+// conditional into both calls, one after the other (found by the clang
+// stage's record_format test: each delete freed its block twice).
 extern "C" void replay_delete(int array, void *p, int sized, size_t size, size_t align) {
-  if (align) {
-    std::align_val_t a{align};
-    if (sized) array ? ::operator delete[](p, size, a) : ::operator delete(p, size, a);
-    else array ? ::operator delete[](p, a) : ::operator delete(p, a);
-  } else if (sized) {
-    array ? ::operator delete[](p, size) : ::operator delete(p, size);
+  std::align_val_t a{align ? align : alignof(std::max_align_t)};
+  if (array) {
+    if (align && sized) ::operator delete[](p, size, a);
+    else if (align) ::operator delete[](p, a);
+    else if (sized) ::operator delete[](p, size);
+    else ::operator delete[](p);
   } else {
-    array ? ::operator delete[](p) : ::operator delete(p);
+    if (align && sized) ::operator delete(p, size, a);
+    else if (align) ::operator delete(p, a);
+    else if (sized) ::operator delete(p, size);
+    else ::operator delete(p);
   }
 }
