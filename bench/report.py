@@ -51,7 +51,7 @@ def ratio_cell(row, metric, better, names, rows):
         twin = row["case"][:-len("brisk_pool")] + "malloc"
         peer_row = next((r for r in rows if r["case"] == twin), row)
     peers = [(st["median"], a) for a, st in peer_row["metrics"].get(metric, {}).items()
-             if not a.startswith("brisk") and not a.endswith("-secure")]
+             if not a.startswith("brisk") and not a.endswith(("-secure", "-checks"))]
     if not peers:
         return "—"
     best, who = max(peers) if better > 0 else min(peers)
@@ -133,11 +133,13 @@ SPEED_TIME_METRICS = {"secs"}
 
 def variant_base(name, names):
     """The allocator a variant is measured against: brisk for brisk-secure,
-    X for X-secure (mimalloc's secure mode against its own plain build)."""
+    X for X-secure or X-checks (mimalloc's secure mode, snmalloc's checks,
+    against their own plain builds)."""
     if name.startswith("brisk-"):
         return "brisk"
-    if name.endswith("-secure") and name[:-len("-secure")] in names:
-        return name[:-len("-secure")]
+    for suffix in ("-secure", "-checks"):
+        if name.endswith(suffix) and name[:-len(suffix)] in names:
+            return name[:-len(suffix)]
     return None
 
 

@@ -11,9 +11,9 @@
 #             (no callgrind); exits non-zero if any run crashed,
 #             timed out or failed its check (the test suite runs this). It installs
 #             nothing and draws plots only if the venv already has matplotlib.
-#   --secure  also mimalloc 2.1.7 built from source, plain and in its secure mode
-#             (bench/mimalloc_secure.sh): the report then gives the cost of each
-#             secure mode over its own plain build, mimalloc's beside brisk's
+#   --secure  also mimalloc 2.1.7 and snmalloc built from source, plain and
+#             hardened (bench/secure_peers.sh): the report then gives the cost
+#             of each hardening over its own plain build, beside brisk-secure's
 #
 # Steps: build brisk (cmake), install the missing peer allocators, strace and
 # valgrind (apt-get, as root), build bench/ programs, make the matplotlib venv
@@ -127,14 +127,14 @@ done
 SECURE_LIB="$ROOT/build/libbrisk-secure.so"
 [ -n "$BRISK_LIB" ] && [ -f "$SECURE_LIB" ] && RUN_ALLOCS+=(--alloc "brisk-secure=$SECURE_LIB")
 if [ "$SECURE_PEERS" = 1 ]; then
-  say "building mimalloc plain and secure from source (log: bench/build/mimalloc-secure.log)"
-  if bench/mimalloc_secure.sh bench/build/peers > bench/build/mimalloc-secure.log 2>&1; then
-    RUN_ALLOCS+=(--alloc "mimalloc-src=$ROOT/bench/build/peers/libmimalloc-src.so"
-                 --alloc "mimalloc-src-secure=$ROOT/bench/build/peers/libmimalloc-src-secure.so")
-  else
-    say "mimalloc from source did not build (see bench/build/mimalloc-secure.log); left out"
-    MISSING+=(--missing "mimalloc-src-secure=its source could not be fetched or built")
-  fi
+  say "building mimalloc and snmalloc, plain and hardened, from source (log: bench/build/secure-peers.log)"
+  bench/secure_peers.sh bench/build/peers > bench/build/secure-peers.log 2>&1 ||
+    say "a peer did not build (see bench/build/secure-peers.log); it is left out"
+  for name in mimalloc-src mimalloc-src-secure snmalloc-src snmalloc-src-checks; do
+    lib="$ROOT/bench/build/peers/lib$name.so"
+    if [ -f "$lib" ]; then RUN_ALLOCS+=(--alloc "$name=$lib")
+    else MISSING+=(--missing "$name=its source could not be fetched or built"); fi
+  done
 fi
 for a in "${ALLOCS[@]+"${ALLOCS[@]}"}"; do RUN_ALLOCS+=(--alloc "$a"); done
 
