@@ -117,11 +117,11 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
   _bk_checked_free(p);
   return;
 #endif
-  uintptr_t a = (uintptr_t)p;
+  uintptr_t a = (uintptr_t)p, chunk = a >> SEGMENT_SHIFT;
   /* Tag 1 in the chunk map: a segment header starts at the masked address
    * (NULL, foreign and over-aligned pointers all go the slow way). */
-  if (likely((a >> 48) == 0 &&
-             atomic_load_explicit(&_bk_chunk_map[a >> SEGMENT_SHIFT], memory_order_relaxed) == 1)) {
+  if (likely(chunk < ((uintptr_t)1 << (48 - SEGMENT_SHIFT)) &&
+             atomic_load_explicit(&_bk_chunk_map[chunk], memory_order_relaxed) == 1)) {
     segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
     page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
 #if BRISK_SECURE
