@@ -198,7 +198,7 @@ typedef struct checked_call {
   const void *frame;
 } checked_call_t;
 /* The entry point this thread is in (for the check of blocks handed out). */
-extern __thread const checked_call_t *_bk_checked_call __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+extern __thread const checked_call_t *_bk_checked_call BRISK_TLS BRISK_INTERNAL;
 
 /* The block holding p; false when p is not in a block of brisk's. */
 BRISK_INTERNAL bool _bk_block_view(const void *p, block_view_t *v);
@@ -259,7 +259,7 @@ BRISK_INTERNAL void _bk_huge_release_heap_blocks(heap_t *h);
 /* Locks of brisk's this thread holds around calls that may allocate or free
  * (pool carving, a pool's thread exit, a purge pass, a walk of the heap
  * registry): no pass and no helper thread starts under them. */
-extern __thread int _bk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+extern __thread int _bk_locks_held BRISK_TLS BRISK_INTERNAL;
 BRISK_INTERNAL void _bk_purge_note_pending(void);
 BRISK_INTERNAL void _bk_purge_maybe(heap_t *h);
 BRISK_INTERNAL void _bk_purge_tick(uint64_t now);
