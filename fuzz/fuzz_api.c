@@ -1,7 +1,8 @@
 /* API-sequence fuzzer: the input is a program of calls to brisk's prefixed
- * API (the malloc family, aligned forms, free_sized, usable_size, explicit
- * heaps, pools, collect, checks and visits, and calls that must fail), run
- * against a shadow model of the live blocks. Every block holds a pattern of
+ * API (the malloc family, aligned forms, aligned realloc and calloc,
+ * free_sized, usable_size, explicit heaps, pools, collect, checks and
+ * visits, and calls that must fail), run against a shadow model of the
+ * live blocks. Every block holds a pattern of
  * its own, verified before it is freed or reallocated; every new block must
  * be brisk's, aligned, as big as asked and apart from every live block; each
  * error must be the documented one. Any difference traps (fuzz/README.md).
@@ -124,10 +125,19 @@ static void op_malloc(fz_input *in) {
 
 static void op_aligned(fz_input *in) {
   size_t s = take_size(in), align = fz_align(in);
-  uint8_t how = fz_u8(in) % 4;
+  uint8_t how = fz_u8(in) % 6;
   if (S.set.n == FZ_MAX_LIVE) return;
   errno = 0;
-  if (how == 0) {
+  if (how >= 4) {
+    size_t count = 1 + fz_u8(in) % 8, each = s / count;
+    int h = (int)(fz_u8(in) % MAX_HEAPS);
+    if (how == 4)
+      take("brisk_calloc_aligned", brisk_calloc_aligned(count, each, align), count * each, align, OWN_THREAD, 0,
+           false, true);
+    else if (S.heap[h])
+      take("brisk_heap_calloc_aligned", brisk_heap_calloc_aligned(S.heap[h], count, each, align), count * each,
+           align, h, 0, heap_may_fail(h), true);
+  } else if (how == 0) {
     take("brisk_aligned_alloc", brisk_aligned_alloc(align, s), s, align, OWN_THREAD, 0, false, false);
   } else if (how == 1) {
     void *q = NULL;
@@ -155,12 +165,13 @@ static void op_realloc(fz_input *in) {
   size_t s = take_size(in);
   if (S.set.bytes - old.size + s > LIVE_BYTES_CAP) return;
   verify("before realloc", &old);
-  uint8_t how = fz_u8(in) % 3;
+  uint8_t how = fz_u8(in) % 5;
+  size_t align = how >= 3 ? fz_align(in) : 1; /* 3, 4: realloc_aligned */
   int owner = old.owner, flags = old.flags;
   void *q;
   errno = 0;
-  if (how == 0) {
-    q = brisk_realloc(old.p, s);
+  if (how == 0 || how == 3) {
+    q = how == 0 ? brisk_realloc(old.p, s) : brisk_realloc_aligned(old.p, align, s);
     if (owner != OWN_THREAD) flags = MAYBE_THREAD; /* moved to the thread's heap if it had to move */
   } else if (how == 1) {
     size_t count = 1 + fz_u8(in) % 4;
@@ -170,18 +181,20 @@ static void op_realloc(fz_input *in) {
   } else {
     int h = owner != OWN_THREAD ? owner : (int)(fz_u8(in) % MAX_HEAPS);
     if (!S.heap[h]) return;
-    q = brisk_heap_realloc(S.heap[h], old.p, s);
+    q = how == 2 ? brisk_heap_realloc(S.heap[h], old.p, s)
+                 : brisk_heap_realloc_aligned(S.heap[h], old.p, align, s);
     if (owner == OWN_THREAD) owner = h, flags = MAYBE_THREAD;
   }
   if (!q) {
-    FZ_CHECK(heap_may_fail(owner) || S.capped, "realloc(%p, %zu): NULL (errno %d)", old.p, s, errno);
+    FZ_CHECK(heap_may_fail(owner) || S.capped, "realloc(%p, %zu, align %zu): NULL (errno %d)", old.p, s, align,
+             errno);
     FZ_CHECK(errno == ENOMEM, "realloc(%p, %zu): NULL with errno %d", old.p, s, errno);
     verify("after a failed realloc", &old);
     return;
   }
   drop(i);
   size_t span = brisk_usable_size(q);
-  fz_check_new("realloc", S.set.b, S.set.n, q, s, fz_malloc_align(s, 1), span);
+  fz_check_new(how >= 3 ? "realloc_aligned" : "realloc", S.set.b, S.set.n, q, s, fz_malloc_align(s, align), span);
   fz_verify("realloc kept", q, old.size, old.size < s ? old.size : s, old.seed);
   add(q, s, span, owner, flags, old.seed);
 }
@@ -334,8 +347,22 @@ static void op_bad(fz_input *in) {
   errno = 0;
   switch (what) {
   case 0: q = brisk_malloc(SIZE_MAX - k); break;
-  case 1: q = brisk_calloc(SIZE_MAX / 2 + 1 + k, 2 + k % 7); break;
-  case 2: q = brisk_aligned_alloc(k % 2 ? 0 : 3 * ((size_t)1 << (k % 20)), 16); break;
+  case 1:
+    q = k % 4 ? brisk_calloc(SIZE_MAX / 2 + 1 + k, 2 + k % 7)
+              : brisk_calloc_aligned(SIZE_MAX / 2 + 1 + k, 2 + k % 7, (size_t)64 << (k % 16));
+    break;
+  case 2: {
+    size_t bad = k % 2 ? 0 : 3 * ((size_t)1 << (k % 20));
+    if (k % 3 == 0) {
+      q = brisk_aligned_alloc(bad, 16);
+    } else if (k % 3 == 1) {
+      q = brisk_calloc_aligned(2, 8, bad);
+    } else {
+      q = brisk_realloc_aligned(i < 0 ? NULL : S.set.b[i].p, bad, 16);
+      if (i >= 0) verify("after a realloc_aligned with a bad alignment", &S.set.b[i]);
+    }
+    break;
+  }
   case 3:
     FZ_CHECK(brisk_posix_memalign(&q, k % 2 ? 4 : 24, 16) == EINVAL && q == (void *)1, "posix_memalign");
     return;

@@ -77,6 +77,29 @@ BRISK_API void brisk_free_sized(void *ptr, size_t size);
  * the block), not memory. A grown huge block (realloc) keeps 4 MiB
  * alignment only. */
 BRISK_MALLOC_ATTR void *brisk_aligned_alloc(size_t alignment, size_t size);
+/* realloc to a block aligned to `alignment` (a power of two; otherwise NULL
+ * with errno = EINVAL, ptr untouched). The block stays where it is when ptr
+ * is aligned to it and size fits its usable size without wasting most of it
+ * (at least half of it is used, not counting the padding a new aligned
+ * block would need too); an aligned huge block is resized with mremap as in
+ * brisk_realloc (when aligned to more than 4 MiB, only where it lies).
+ * Otherwise a new aligned block gets min(usable size, size) bytes of the old
+ * one, which is freed; on failure NULL with ENOMEM, ptr untouched. ptr
+ * NULL: aligned_alloc. size 0 frees nothing, as brisk_realloc(ptr, 0): the
+ * result is an aligned block to free (ptr, or a minimal new block). Every
+ * tier and alignment of brisk_aligned_alloc. The checked library checks ptr
+ * as realloc does (its messages say "realloc_aligned"), and the usable size
+ * is then exactly size. The arguments are in brisk_aligned_alloc's order
+ * (alignment, size); mimalloc's mi_realloc_aligned(p, newsize, alignment)
+ * puts the alignment last. */
+BRISK_API void *brisk_realloc_aligned(void *ptr, size_t alignment, size_t size);
+/* calloc aligned to `alignment` (a power of two; otherwise NULL, EINVAL):
+ * count * size zero bytes, NULL with ENOMEM when the product overflows.
+ * The arguments are in the order of mimalloc's mi_calloc_aligned (and
+ * brisk_calloc_aligned(1, n, a) is its mi_zalloc_aligned(n, a)). As
+ * brisk_calloc, a fresh huge block's pages are not written: the kernel
+ * gives them zeroed. */
+BRISK_MALLOC_ATTR void *brisk_calloc_aligned(size_t count, size_t size, size_t alignment);
 /* alignment: a power of two that is a multiple of sizeof(void*). */
 BRISK_API int brisk_posix_memalign(void **out, size_t alignment, size_t size);
 BRISK_MALLOC_ATTR void *brisk_memalign(size_t alignment, size_t size);
@@ -147,6 +170,10 @@ BRISK_MALLOC_ATTR void *brisk_heap_malloc(brisk_heap_t *heap, size_t size);
 BRISK_MALLOC_ATTR void *brisk_heap_calloc(brisk_heap_t *heap, size_t count, size_t size);
 BRISK_API void *brisk_heap_realloc(brisk_heap_t *heap, void *ptr, size_t size);
 BRISK_MALLOC_ATTR void *brisk_heap_aligned_alloc(brisk_heap_t *heap, size_t alignment, size_t size);
+/* brisk_calloc_aligned and brisk_realloc_aligned on a heap (a block that
+ * moves stays in the heap). */
+BRISK_MALLOC_ATTR void *brisk_heap_calloc_aligned(brisk_heap_t *heap, size_t count, size_t size, size_t alignment);
+BRISK_API void *brisk_heap_realloc_aligned(brisk_heap_t *heap, void *ptr, size_t alignment, size_t size);
 
 /* ---- Fixed-size object pools ----------------------------------------------
  * O(1) allocation and free of objects of one size from an intrusive free

@@ -7,17 +7,20 @@
 #   4. with a nightly toolchain, when rustup has one: the allocator_api
 #      feature's tests (skipped without),
 #   5. rust/outside-project.sh: a fresh project under /tmp with brisk as its
-#      global allocator.
+#      global allocator,
+#   6. on the C core built with the dynamic-tls feature (global-dynamic TLS),
+#      then rust/cdylib-dlopen.sh: a cdylib with that feature, loaded late by
+#      python3 (skipped without python3 or readelf).
 # Ends with "rust: N passed, M failed, K skipped" (cargo's test counts, plus
 # one for the outside project); exits non-zero when anything failed.
 #
 #   rust/test.sh                  everything
-#   RUST_TEST_VARIANTS="release"  only some of: release checked secure nightly outside
+#   RUST_TEST_VARIANTS="release"  only some of: release checked secure nightly outside dynamic-tls
 set -uo pipefail
 
 RUST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CARGO=${CARGO:-cargo}
-VARIANTS=${RUST_TEST_VARIANTS:-release checked secure nightly outside}
+VARIANTS=${RUST_TEST_VARIANTS:-release checked secure nightly outside dynamic-tls}
 LOG=$(mktemp /tmp/brisk-rust-test.XXXXXX)
 trap 'rm -f "$LOG"' EXIT
 PASSED=0
@@ -70,6 +73,22 @@ if wants outside; then
     FAILED=$((FAILED + 1))
     FAILURES+=("outside project")
   fi
+fi
+
+if wants dynamic-tls; then
+  step "cargo test --features dynamic-tls" "$CARGO" test --no-fail-fast --workspace \
+    --features brisk/dynamic-tls,brisk-sys/dynamic-tls
+  printf '\n---- rust: a cdylib with dynamic-tls, loaded late by python3 ----\n'
+  rc=0
+  CARGO=$CARGO bash "$RUST_DIR/cdylib-dlopen.sh" || rc=$?
+  case $rc in
+    0) PASSED=$((PASSED + 1)) ;;
+    77) SKIPPED=$((SKIPPED + 1)) ;;
+    *)
+      FAILED=$((FAILED + 1))
+      FAILURES+=("cdylib dlopen")
+      ;;
+  esac
 fi
 
 [ ${#FAILURES[@]} -eq 0 ] || echo "rust: failed: ${FAILURES[*]}"

@@ -15,8 +15,10 @@
 #   6. rust: rust/test.sh, cargo test of the Rust crates in rust/ (brisk-sys
 #      builds the C core with the cc crate) on the release, checked and
 #      secure libraries, the nightly allocator_api tests when rustup has a
-#      nightly, and a fresh Cargo project under /tmp with brisk as its global
-#      allocator (rust/outside-project.sh); skipped without rustup's cargo
+#      nightly, a fresh Cargo project under /tmp with brisk as its global
+#      allocator (rust/outside-project.sh), the dynamic-tls feature's tests
+#      and a cdylib with it loaded late by python3 (rust/cdylib-dlopen.sh);
+#      skipped without rustup's cargo
 #   7. -DBRISK_SANITIZE=address,undefined in build-asan/ and its ctest
 #   8. -DBRISK_SANITIZE=thread in build-tsan/ and its ctest
 #   9. fuzz: scripts/fuzz.sh --smoke 15, every libFuzzer harness of fuzz/ for

@@ -1,5 +1,9 @@
 // aligned_alloc, posix_memalign and memalign: alignments 1 B .. 4 MiB at many
-// sizes, and the EINVAL rules.
+// sizes, and the EINVAL rules. calloc_aligned: zeroed and aligned in every
+// tier (reused blocks included, in a heap too), a fresh huge block left
+// unwritten, ENOMEM for count * size overflow.
+#include <sys/mman.h>
+
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -200,4 +204,117 @@ TEST(Align, ReallocOfAlignedBlocksKeepsContents) {
       EXPECT_TRUE(check(q, n < t ? n : t, a + t)) << "align " << a << " -> " << t;
       brisk_free(q);
     }
+}
+
+// ---- brisk_calloc_aligned --------------------------------------------------------
+
+TEST(CallocAligned, ZeroedAlignedEveryTierEvenReusedBlocks) {
+  // Each round dirties its blocks before freeing them, so the next round's
+  // blocks (the same sizes and alignments) are reused memory that held data.
+  const size_t sizes[] = {1, 16, 100, 1000, 5000, 40000, 300000, 1 * MiB, 2 * MiB + 3, 9 * MiB};
+  for (size_t align = 16; align <= 8 * MiB; align *= 8) {
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::pair<unsigned char *, size_t>> dirty;
+      for (size_t n : sizes) {
+        if (BRISK_TEST_SANITIZED && n > 1 * MiB && align > 64 * KiB) continue;
+        auto *p = static_cast<unsigned char *>(brisk_calloc_aligned(1, n, align));
+        ASSERT_NE(p, nullptr) << "calloc_aligned(1, " << n << ", " << align << ")";
+        EXPECT_TRUE(aligned_to(p, align)) << "calloc_aligned(1, " << n << ", " << align << ") = " << (void *)p;
+        EXPECT_GE(brisk_usable_size(p), n);
+        EXPECT_TRUE(all_zero(p, n)) << "calloc_aligned(1, " << n << ", " << align << "), round " << round;
+        std::memset(p, 0xA5, n);
+        dirty.emplace_back(p, n);
+      }
+      for (auto &d : dirty) brisk_free(d.first);
+    }
+  }
+}
+
+TEST(CallocAligned, CountTimesSize) {
+  auto *p = static_cast<unsigned char *>(brisk_calloc_aligned(300, 7, 256));
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(aligned_to(p, 256));
+  EXPECT_GE(brisk_usable_size(p), 2100u);
+  EXPECT_TRUE(all_zero(p, 2100));
+  brisk_free(p);
+  for (size_t align : {size_t{64}, size_t{4096}}) {  // 0 bytes: a block to free
+    void *z = brisk_calloc_aligned(0, 100, align);
+    ASSERT_NE(z, nullptr);
+    EXPECT_TRUE(aligned_to(z, align));
+    brisk_free(z);
+  }
+}
+
+TEST(CallocAligned, OverflowIsEnomem) {
+  const size_t aligns[] = {16, 64, 4096, 8 * MiB};
+  const struct {
+    size_t count, size;
+  } overflow[] = {{SIZE_MAX, 2}, {SIZE_MAX / 2 + 1, 2}, {static_cast<size_t>(1) << 33, static_cast<size_t>(1) << 33}};
+  for (size_t a : aligns)
+    for (auto o : overflow) {
+      errno = 0;
+      void *p = brisk_calloc_aligned(o.count, o.size, a);
+      EXPECT_EQ(p, nullptr) << "calloc_aligned(" << o.count << ", " << o.size << ", " << a << ")";
+      EXPECT_EQ(errno, ENOMEM);
+      if (p) brisk_free(p);
+    }
+}
+
+TEST(CallocAligned, BadAlignmentIsEinval) {
+  for (size_t a : {size_t{0}, size_t{3}, size_t{24}, size_t{100}, size_t{4096 + 16}, SIZE_MAX}) {
+    errno = 0;
+    void *p = brisk_calloc_aligned(4, 16, a);
+    EXPECT_EQ(p, nullptr) << "alignment " << a;
+    EXPECT_EQ(errno, EINVAL) << "alignment " << a;
+    if (p) brisk_free(p);
+  }
+}
+
+TEST(CallocAligned, FreshHugeBlockIsNotWritten) {
+  // The kernel gives a fresh mapping zeroed: calloc_aligned, like calloc,
+  // leaves its pages untouched (not resident) rather than clearing them.
+  brisk_collect();  // no cached block to reuse: a fresh mapping
+  const size_t n = 64 * MiB, page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (size_t align : {size_t{64}, 64 * KiB, 2 * MiB, 8 * MiB}) {
+    auto *p = static_cast<unsigned char *>(brisk_calloc_aligned(1, n, align));
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(aligned_to(p, align));
+    auto *start = reinterpret_cast<unsigned char *>(reinterpret_cast<uintptr_t>(p) & ~(page - 1));
+    std::vector<unsigned char> resident((n + page) / page + 1);
+    ASSERT_EQ(mincore(start, static_cast<size_t>(p + n - start), resident.data()), 0);
+    size_t touched = 0;
+    for (size_t i = 0; i < (static_cast<size_t>(p + n - start) + page - 1) / page; ++i) touched += resident[i] & 1;
+    EXPECT_LT(touched * page, n / 16) << "calloc_aligned(1, 64 MiB, " << align << ") wrote its fresh pages";
+    EXPECT_EQ(p[0], 0);
+    EXPECT_EQ(p[n / 2], 0);
+    EXPECT_EQ(p[n - 1], 0);
+    brisk_free(p);
+    brisk_collect();
+  }
+}
+
+TEST(CallocAligned, InAHeapZeroesEvenRecycledMemory) {
+  brisk_heap_t *heap = brisk_heap_new();
+  ASSERT_NE(heap, nullptr);
+  const size_t sizes[] = {1, 100, 5000, 40000, 300000, 2 * MiB + 3};
+  for (size_t align : {size_t{32}, size_t{4096}, 1 * MiB})
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::pair<unsigned char *, size_t>> dirty;
+      for (size_t n : sizes) {
+        auto *p = static_cast<unsigned char *>(brisk_heap_calloc_aligned(heap, 1, n, align));
+        ASSERT_NE(p, nullptr) << n;
+        EXPECT_TRUE(aligned_to(p, align)) << "heap_calloc_aligned(1, " << n << ", " << align << ")";
+        EXPECT_TRUE(all_zero(p, n)) << "heap_calloc_aligned(1, " << n << ", " << align << ") round " << round;
+        std::memset(p, 0xA5, n);
+        dirty.emplace_back(p, n);
+      }
+      for (auto &d : dirty) brisk_free(d.first);
+    }
+  errno = 0;
+  EXPECT_EQ(brisk_heap_calloc_aligned(heap, SIZE_MAX / 2, 3, 64), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(brisk_heap_calloc_aligned(heap, 2, 3, 96), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  brisk_heap_destroy(heap);
 }

@@ -138,6 +138,21 @@ TEST_F(CheckedDeath, HeapAllocatedFromAnotherThread) {
         t.join();
       },
       "brisk_heap_aligned_alloc.*does not own" WITH_STACK);
+  EXPECT_DEATH(
+      {
+        brisk_heap_t *heap = brisk_heap_new();
+        std::thread t([heap] { g_sink = brisk_heap_calloc_aligned(heap, 4, 8, 64); });
+        t.join();
+      },
+      "brisk_heap_calloc_aligned.*does not own" WITH_STACK);
+  EXPECT_DEATH(
+      {
+        brisk_heap_t *heap = brisk_heap_new();
+        void *p = brisk_heap_malloc(heap, 10);
+        std::thread t([=] { g_sink = brisk_heap_realloc_aligned(heap, p, 64, 100); });
+        t.join();
+      },
+      "brisk_heap_realloc_aligned.*does not own" WITH_STACK);
 }
 
 TEST_F(CheckedDeath, NotAHeap) {
@@ -274,6 +289,10 @@ TEST_F(CheckedDeath, HeapUsedAfterDestroy) {
   EXPECT_DEATH(g_sink = brisk_heap_realloc(destroyed_heap(), nullptr, 8), DESTROYED("brisk_heap_realloc", "heap"));
   EXPECT_DEATH(g_sink = brisk_heap_aligned_alloc(destroyed_heap(), 64, 8),
                DESTROYED("brisk_heap_aligned_alloc", "heap"));
+  EXPECT_DEATH(g_sink = brisk_heap_calloc_aligned(destroyed_heap(), 2, 8, 64),
+               DESTROYED("brisk_heap_calloc_aligned", "heap"));
+  EXPECT_DEATH(g_sink = brisk_heap_realloc_aligned(destroyed_heap(), nullptr, 64, 8),
+               DESTROYED("brisk_heap_realloc_aligned", "heap"));
   EXPECT_DEATH(brisk_heap_reset(destroyed_heap()), DESTROYED("brisk_heap_reset", "heap"));
   EXPECT_DEATH(brisk_heap_set_max_bytes(destroyed_heap(), MiB), DESTROYED("brisk_heap_set_max_bytes", "heap"));
   EXPECT_DEATH(g_sink = reinterpret_cast<void *>(brisk_heap_held_bytes(destroyed_heap())),

@@ -51,6 +51,12 @@ extern "C" TEST_FRAME void *checked_test_realloc(void *p, size_t n) {
   return q;
 }
 
+extern "C" TEST_FRAME void *checked_test_realloc_aligned(void *p, size_t align, size_t n) {
+  void *q = brisk_realloc_aligned(p, align, n);
+  g_sink = q;
+  return q;
+}
+
 extern "C" TEST_FRAME void checked_test_leak(size_t n, int count) {
   static std::vector<void *> leaks;
   for (int i = 0; i < count; ++i) leaks.push_back(brisk_malloc(n));
@@ -169,6 +175,22 @@ TEST_F(CheckedMisuse, ReallocOfAFreedBlockToTheSameSize) {
         << "size " << n;
 }
 
+TEST_F(CheckedMisuse, ReallocAlignedOfAFreedBlock) {
+  // realloc_aligned is a realloc to the checked library: the same checks.
+  for (size_t n : {size_t{100}, size_t{5000}, 3 * MiB})
+    EXPECT_DEATH(
+        {
+          void *keep = checked_test_alloc(n);
+          void *p = checked_test_alloc(n);
+          checked_test_free(p);
+          checked_test_realloc_aligned(p, 64, n);
+          checked_test_free(keep);
+        },
+        "realloc_aligned\\(" ADDR "\\): realloc_aligned of a freed block" "[^\n]*" DETECTED(
+            "checked_test_realloc_aligned") ALLOCATED FREED)
+        << "size " << n;
+}
+
 TEST_F(CheckedMisuse, ReallocOfAForeignOrInteriorPointer) {
   EXPECT_DEATH(
       {
@@ -237,6 +259,27 @@ TEST_F(CheckedMisuse, OverflowIsCaughtOnRealloc) {
       "realloc\\(" ADDR "\\): heap buffer overflow: [^\n]*byte 3 after it is 0x07[^\n]*" DETECTED("checked_test_realloc"));
 }
 
+TEST_F(CheckedMisuse, OverflowIsCaughtOnReallocAligned) {
+  EXPECT_DEATH(
+      {
+        void *p = brisk_aligned_alloc(256, 100);
+        poke(p, 102, 7);
+        checked_test_realloc_aligned(p, 256, 100);
+      },
+      "realloc_aligned\\(" ADDR "\\): heap buffer overflow: [^\n]*byte 2 after it is 0x07[^\n]*" DETECTED(
+          "checked_test_realloc_aligned"));
+  // Kept in place, the block's size is the new one: its canary follows it.
+  EXPECT_DEATH(
+      {
+        void *p = brisk_aligned_alloc(256, 1000);
+        void *q = checked_test_realloc_aligned(p, 256, 900);
+        if (q != p) std::abort();
+        poke(q, 900, 0);
+        checked_test_free(q);
+      },
+      "free\\(" ADDR "\\): heap buffer overflow: the block \\(900 bytes");
+}
+
 TEST_F(CheckedMisuse, OverflowOfAlignedAndZeroedBlocks) {
   EXPECT_DEATH(
       {
@@ -256,13 +299,16 @@ TEST_F(CheckedMisuse, OverflowOfAlignedAndZeroedBlocks) {
 
 TEST(CheckedBlocks, WritingUpToTheUsableSizeRaisesNoAlarm) {
   // Every byte malloc_usable_size promises may be written: the canary lies
-  // past it. Also through realloc up and down, aligned and zeroed blocks.
+  // past it. Also through realloc and realloc_aligned up and down, aligned
+  // and zeroed blocks.
   Rng rng(7);
   for (int i = 0; i < 3000; ++i) {
     size_t n = random_size(rng, i % 100 == 0 ? 3 * MiB : 70000);
     size_t align = static_cast<size_t>(1) << rng.range(3, 13);
-    unsigned char *p = static_cast<unsigned char *>(
-        i % 3 == 0 ? brisk_aligned_alloc(align, n) : i % 3 == 1 ? brisk_calloc(1, n) : brisk_malloc(n));
+    unsigned char *p = static_cast<unsigned char *>(i % 3 == 0   ? brisk_aligned_alloc(align, n)
+                                                    : i % 6 == 1 ? brisk_calloc(1, n)
+                                                    : i % 6 == 4 ? brisk_calloc_aligned(1, n, align)
+                                                                 : brisk_malloc(n));
     ASSERT_NE(p, nullptr);
     ASSERT_EQ(brisk_usable_size(p), n) << "the usable size is the size asked for";
     if (i % 3 == 1) {
@@ -270,8 +316,11 @@ TEST(CheckedBlocks, WritingUpToTheUsableSizeRaisesNoAlarm) {
     }
     std::memset(p, 0x5a, n);
     size_t m = random_size(rng, 70000);
-    unsigned char *q = static_cast<unsigned char *>(brisk_realloc(p, m));
+    unsigned char *q = static_cast<unsigned char *>(i % 2 ? brisk_realloc_aligned(p, align, m) : brisk_realloc(p, m));
     ASSERT_NE(q, nullptr);
+    if (i % 2) {
+      ASSERT_TRUE(aligned_to(q, align));
+    }
     ASSERT_EQ(brisk_usable_size(q), m);
     for (size_t k = 0; k < (n < m ? n : m); k += 61) ASSERT_EQ(q[k], 0x5a);
     std::memset(q, 0xa5, m);

@@ -18,12 +18,21 @@ int main(void) {
   if (!p || !brisk_owns(p) || brisk_usable_size(p) < 100) ok = 0;
   if (p) memset(p, 1, 100);
   if (!a || ((uintptr_t)a & 255) != 0) ok = 0;
+  a = brisk_realloc_aligned(a, 4096, 5000);
+  if (!a || ((uintptr_t)a & 4095) != 0) ok = 0;
   brisk_free(p);
   brisk_free(a);
+  p = (char *)brisk_calloc_aligned(10, 10, 64);
+  if (!p || ((uintptr_t)p & 63) != 0 || p[99] != 0) ok = 0;
+  brisk_free(p);
 
   heap = brisk_heap_new();
   h = heap ? brisk_heap_malloc(heap, 64) : NULL;
   if (!h || brisk_heap_held_bytes(heap) == 0) ok = 0;
+  h = heap ? brisk_heap_realloc_aligned(heap, h, 128, 1000) : NULL;
+  if (!h || ((uintptr_t)h & 127) != 0) ok = 0;
+  h = heap ? brisk_heap_calloc_aligned(heap, 1, 100, 32) : NULL;
+  if (!h || ((uintptr_t)h & 31) != 0) ok = 0;
   brisk_heap_destroy(heap);
 
   pool = brisk_pool_new(24, 8, 0);

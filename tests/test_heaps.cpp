@@ -408,6 +408,12 @@ TEST(Heaps, MaxBytesBound) {
   errno = 0;
   EXPECT_EQ(brisk_heap_aligned_alloc(heap, 4096, 200000), nullptr);
   EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(brisk_heap_calloc_aligned(heap, 1, 200000, 4096), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  errno = 0;
+  EXPECT_EQ(brisk_heap_realloc_aligned(heap, blocks.back(), 4096, 200000), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
   // The thread's own heap is not bounded by it.
   void *plain = brisk_malloc(3 * MiB);
   EXPECT_NE(plain, nullptr);

@@ -77,6 +77,20 @@ TEST(NullHandle, HeapAlignedAllocIsNullWithEinval) {
   errno = 0;
   EXPECT_EQ(brisk_heap_aligned_alloc(nullptr, 64, 100), nullptr);
   EXPECT_EQ(errno, EINVAL);
+  errno = 0;
+  EXPECT_EQ(brisk_heap_calloc_aligned(nullptr, 4, 25, 64), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(NullHandle, HeapReallocAlignedIsNullWithEinvalAndKeepsTheBlock) {
+  void *p = brisk_aligned_alloc(256, 300);
+  ASSERT_NE(p, nullptr);
+  fill(p, 300, 8);
+  errno = 0;
+  EXPECT_EQ(brisk_heap_realloc_aligned(nullptr, p, 256, 5000), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_TRUE(check(p, 300, 8)) << "the block was changed";
+  brisk_free(p);
 }
 
 // ---- Pools ------------------------------------------------------------------

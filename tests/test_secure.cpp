@@ -172,6 +172,18 @@ TEST_F(SecureDeath, ReallocOfAFreedBlockAborts) {
         brisk_free(keep);
       },
       "realloc\\(0x[0-9a-f]+\\): double free");
+  // realloc_aligned checks its block as realloc does.
+  EXPECT_DEATH(
+      {
+        void *keep = brisk_malloc(100);
+        void *p = brisk_aligned_alloc(64, 100);
+        brisk_free(p);
+        brisk_realloc_aligned(launder(p), 64, 100);
+        brisk_free(keep);
+      },
+      "realloc_aligned\\(0x[0-9a-f]+\\): double free");
+  EXPECT_DEATH(brisk_realloc_aligned(static_cast<char *>(brisk_malloc(20000)) + 16, 16, 100),
+               "realloc_aligned\\(0x[0-9a-f]+\\): pointer is inside a block");
 }
 
 TEST_F(SecureDeath, InteriorPointerEveryTier) {

@@ -13,6 +13,9 @@
 //! `brisk_archive` does: a program sees only the `brisk_*` API, and the
 //! object that holds the constructor and the fork handlers
 //! (src/api/process.c, which nothing refers to) comes along with the rest.
+//!
+//! The `dynamic-tls` feature compiles the core with the global-dynamic TLS
+//! model (`-ftls-model` and `BRISK_TLS_MODEL`) instead of initial-exec.
 
 use std::env;
 use std::fs;
@@ -175,6 +178,14 @@ fn main() {
         "release"
     };
 
+    // The TLS model (src/os/os.h): initial-exec, unless the library is to
+    // be loaded late with dlopen.
+    let (tls_model, tls_flag) = if env::var_os("CARGO_FEATURE_DYNAMIC_TLS").is_some() {
+        ("global-dynamic", "-ftls-model=global-dynamic")
+    } else {
+        ("initial-exec", "-ftls-model=initial-exec")
+    };
+
     let mut build = cc::Build::new();
     for source in cmake_core_sources(&cmake) {
         build.file(root.join(source));
@@ -188,6 +199,7 @@ fn main() {
         .include(root.join("src"))
         .define("_GNU_SOURCE", None)
         .define("NDEBUG", None)
+        .define("BRISK_TLS_MODEL", tls_model)
         .opt_level(3)
         .pic(true)
         .warnings(true)
@@ -195,7 +207,7 @@ fn main() {
         .flag("-std=gnu11")
         .flag("-Wno-unused-parameter")
         .flag("-fvisibility=hidden")
-        .flag("-ftls-model=initial-exec")
+        .flag(tls_flag)
         .flag("-fno-builtin-malloc")
         .flag("-fno-builtin-free")
         .flag("-fno-builtin-calloc")
@@ -236,4 +248,5 @@ fn main() {
     println!("cargo:include={}", include_dir.display());
     println!("cargo:version={}", version);
     println!("cargo:variant={}", variant);
+    println!("cargo:tls_model={}", tls_model);
 }

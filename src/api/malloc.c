@@ -20,6 +20,14 @@ int brisk_owns(const void *p) { return segment_of(p) != NULL; }
 void *brisk_calloc(size_t count, size_t size) { return _bk_calloc_in(_bk_tls_heap, count, size); }
 void *brisk_realloc(void *p, size_t size) { return _bk_realloc_in(_bk_tls_heap, p, size); }
 
+void *brisk_calloc_aligned(size_t count, size_t size, size_t align) {
+  return _bk_calloc_aligned_in(_bk_tls_heap, count, size, align);
+}
+
+void *brisk_realloc_aligned(void *p, size_t align, size_t size) {
+  return _bk_realloc_aligned_in(_bk_tls_heap, p, align, size);
+}
+
 void *brisk_reallocarray(void *p, size_t count, size_t size) {
   size_t total;
   if (!size_product(count, size, &total)) return NULL;
@@ -27,11 +35,7 @@ void *brisk_reallocarray(void *p, size_t count, size_t size) {
 }
 
 void *brisk_aligned_alloc(size_t align, size_t size) {
-  if (!is_power_of_two(align)) {
-    errno = EINVAL;
-    return NULL;
-  }
-  return _bk_aligned_in(_bk_tls_heap, align, size);
+  return alignment_valid(align) ? _bk_aligned_in(_bk_tls_heap, align, size) : NULL;
 }
 
 int brisk_posix_memalign(void **out, size_t align, size_t size) {

@@ -38,51 +38,73 @@ void *_bk_block_start_of(const void *p) {
   return _bk_page_block_start(page_of(seg, p), p);
 }
 
-/* ---- calloc and realloc ------------------------------------------------- */
+/* ---- calloc, realloc, aligned blocks ------------------------------------ *
+ * Each in two forms: the plain one (align 0) and the aligned one (align a
+ * power of two); both are the one function below, inlined. */
 
 static heap_t *heap_ready(heap_t *h) { return h != &_bk_heap_empty ? h : _bk_heap_get_initialized(); }
 
-void *_bk_calloc_in(heap_t *h, size_t count, size_t size) {
-  size_t total;
-  if (!size_product(count, size, &total)) return NULL;
-  if (BRISK_CHECKED) return _bk_checked_alloc(h, total, 0, true);
-  if (total > LARGE_SIZE_MAX) {
-    if (!(h = heap_ready(h))) return NULL;
-    return _bk_huge_alloc(h, total, 0, true);
-  }
-  void *p = heap_malloc_fast(h, total);
-  if (p) memset(p, 0, total);
+/* A block of `size` bytes at a multiple of align (0 or a power of two),
+ * with zero all zero: memory known to be zero (a fresh or purged huge
+ * mapping) is not written. Not the checked library's (checked.c). */
+static inline __attribute__((always_inline)) void *block_in(heap_t *h, size_t align, size_t size, bool zero) {
+  if (align > BLOCK_ALIGN) return heap_aligned_block(h, align, size, zero);
+  if (zero && size > LARGE_SIZE_MAX) return (h = heap_ready(h)) ? _bk_huge_alloc(h, size, 0, true) : NULL;
+  void *p = heap_malloc_fast(h, size);
+  if (zero && p) memset(p, 0, size);
   return p;
 }
 
-static void *realloc_foreign(void *p, size_t size);
+static inline __attribute__((always_inline)) void *calloc_in(heap_t *h, size_t count, size_t size, size_t align) {
+  size_t total;
+  if (!size_product(count, size, &total)) return NULL;
+  if (BRISK_CHECKED) return _bk_checked_alloc(h, total, align, true);
+  return block_in(h, align, total, true);
+}
 
-void *_bk_realloc_in(heap_t *h, void *p, size_t size) {
-  if (BRISK_CHECKED) return _bk_checked_realloc(h, p, size);
-  if (!p) return heap_malloc_fast(h, size);
-  _bk_secure_check_block("realloc", p, false);
+void *_bk_calloc_in(heap_t *h, size_t count, size_t size) { return calloc_in(h, count, size, 0); }
+
+void *_bk_calloc_aligned_in(heap_t *h, size_t count, size_t size, size_t align) {
+  return alignment_valid(align) ? calloc_in(h, count, size, align) : NULL;
+}
+
+static void *realloc_foreign(heap_t *h, void *p, size_t align, size_t size);
+
+/* In place when p is aligned and the block suits the size
+ * (realloc_in_place), or a huge block's mapping can be resized to it; else
+ * a new block. */
+static inline __attribute__((always_inline)) void *realloc_in(heap_t *h, void *p, size_t align, size_t size) {
+  if (BRISK_CHECKED) return _bk_checked_realloc(h, p, align, size);
+  if (!p) return block_in(h, align, size, false);
+  _bk_secure_check_block(align ? "realloc_aligned" : "realloc", p, false);
   segment_t *seg = segment_of(p);
-  if (unlikely(!seg)) return realloc_foreign(p, size);
-  if (seg->kind == SEG_HUGE && size > LARGE_SIZE_MAX) {
-    void *q = _bk_huge_realloc(seg, p, size);
+  if (unlikely(!seg)) return realloc_foreign(h, p, align, size);
+  /* Every block of brisk's is aligned to BLOCK_ALIGN. */
+  bool aligned = align <= BLOCK_ALIGN || ((uintptr_t)p & (align - 1)) == 0;
+  /* A huge block stays huge (its mapping resized) when a new block would be
+   * huge too. */
+  if (aligned && seg->kind == SEG_HUGE && aligned_block_is_huge(align, size)) {
+    void *q = _bk_huge_realloc(seg, p, size, align);
     if (q) return q;
   }
   size_t usable = _bk_usable_size(p);
-  if (size <= usable && size >= usable / 2) return p;
-  void *q = heap_malloc_fast(h, size);
+  if (aligned && realloc_in_place(usable, align, size)) return p;
+  void *q = block_in(h, align, size, false);
   if (!q) return NULL;
   memcpy(q, p, size < usable ? size : usable);
   free_fast(p);
   return q;
 }
 
-/* ---- Aligned allocation ------------------------------------------------- */
+void *_bk_realloc_in(heap_t *h, void *p, size_t size) { return realloc_in(h, p, 0, size); }
 
-/* align: a power of two. */
+void *_bk_realloc_aligned_in(heap_t *h, void *p, size_t align, size_t size) {
+  return alignment_valid(align) ? realloc_in(h, p, align, size) : NULL;
+}
+
 void *_bk_aligned_in(heap_t *h, size_t align, size_t size) {
   if (BRISK_CHECKED) return _bk_checked_alloc(h, size, align, false);
-  if (align <= BLOCK_ALIGN) return heap_malloc_fast(h, size);
-  return heap_aligned_block(h, align, size);
+  return block_in(h, align, size, false);
 }
 
 /* ---- Foreign pointers --------------------------------------------------- *
@@ -96,9 +118,9 @@ static void foreign_free(void *p) {
 
 /* The block's true size is unknown: copy as much of the request as is
  * mapped. */
-static void *realloc_foreign(void *p, size_t size) {
+static void *realloc_foreign(heap_t *h, void *p, size_t align, size_t size) {
   if (_bk_opt.verbose) _bk_warning("realloc(%p): not allocated by brisk; copying it out", p);
-  void *q = malloc_fast(size);
+  void *q = block_in(h, align, size, false);
   if (q) memcpy(q, p, _bk_os_readable(p, size));
   return q;
 }

@@ -97,7 +97,9 @@ static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, siz
   void *p;
   bool zeroed = false;
   if (align > BLOCK_ALIGN) {
-    p = heap_aligned_block(h, align, need);
+    /* Under memcheck a block reused is no-access until VG_DEFINED below. */
+    zeroed = zero && !BRISK_VALGRIND;
+    p = heap_aligned_block(h, align, need, zeroed); /* zeroes only what it must */
   } else if (zero && need > LARGE_SIZE_MAX && !BRISK_VALGRIND) {
     p = (h = heap_ready(h)) ? _bk_huge_alloc(h, need, 0, true) : NULL; /* zeroes only what it must */
     zeroed = true;
@@ -115,8 +117,13 @@ static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, siz
   return p;
 }
 
+static const char *alloc_name(size_t align, bool zero) {
+  if (align) return zero ? "calloc_aligned" : "aligned_alloc";
+  return zero ? "calloc" : "malloc";
+}
+
 void *_bk_checked_alloc(heap_t *h, size_t size, size_t align, bool zero) {
-  checked_call_t call = {align ? "aligned_alloc" : zero ? "calloc" : "malloc", STACK_HERE()};
+  checked_call_t call = {alloc_name(align, zero), STACK_HERE()};
   return alloc_block(&call, h, size, align, zero);
 }
 
@@ -128,30 +135,33 @@ void _bk_checked_free(void *p) {
   release(&call, &v, p);
 }
 
-/* In place when the block has room (as the release library: down to half
- * of it), else a new block; a huge block resizes its mapping. Under
+/* As in the release library: a huge block that stays huge resizes its
+ * mapping; else the block stays when it is aligned to align (0: realloc)
+ * and suits the size (realloc_in_place), or moves to a new block. Under
  * memcheck (BRISK_VALGRIND) always a new block: a copy carries what
  * memcheck knows of each byte. */
-void *_bk_checked_realloc(heap_t *h, void *p, size_t size) {
-  checked_call_t call = {"realloc", STACK_HERE()};
-  if (!p) return alloc_block(&call, h, size, 0, false);
+void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size) {
+  checked_call_t call = {align ? "realloc_aligned" : "realloc", STACK_HERE()};
+  if (!p) return alloc_block(&call, h, size, align, false);
   block_view_t v;
   check_live(&call, p, &v);
-  size_t room = (size_t)((uint8_t *)v.trailer - (uint8_t *)p) - 1;
-  if (!BRISK_VALGRIND && v.pg && size <= room && size >= room / 2) {
-    _bk_block_set_live(&v, p, size, _bk_stack_record(call.frame));
-    return p;
-  }
-  if (!BRISK_VALGRIND && !v.pg && size > LARGE_SIZE_MAX && size <= PTRDIFF_MAX) {
-    void *q = _bk_huge_realloc(v.seg, p, size + CHECKED_OVERHEAD);
+  bool keep = !BRISK_VALGRIND && (!align || ((uintptr_t)p & (align - 1)) == 0);
+  if (keep && !v.pg && size <= PTRDIFF_MAX && aligned_block_is_huge(align, size + CHECKED_OVERHEAD)) {
+    void *q = _bk_huge_realloc(v.seg, p, size + CHECKED_OVERHEAD, align);
     block_view_t w;
-    if (q && !_bk_block_view(q, &w)) _bk_checked_fail(&call, NULL, "realloc: internal error: no block at %p", q);
+    if (q && !_bk_block_view(q, &w))
+      _bk_checked_fail(&call, NULL, "%s: internal error: no block at %p", call.fn, q);
     if (q) {
       _bk_block_set_live(&w, q, size, _bk_stack_record(call.frame));
       return q;
     }
   }
-  void *q = alloc_block(&call, h, size, 0, false);
+  size_t room = (size_t)((uint8_t *)v.trailer - (uint8_t *)p) - 1;
+  if (keep && realloc_in_place(room, align, size)) {
+    _bk_block_set_live(&v, p, size, _bk_stack_record(call.frame));
+    return p;
+  }
+  void *q = alloc_block(&call, h, size, align, false);
   if (!q) return NULL;
   size_t old = (size_t)v.trailer->requested;
   memcpy(q, p, size < old ? size : old);

@@ -17,7 +17,7 @@
 
 #define FREED_COOKIE ((uintptr_t)0x6272697366726565ull) /* "brisfree" */
 
-__thread const checked_call_t *_bk_checked_call __attribute__((tls_model("initial-exec")));
+__thread const checked_call_t *_bk_checked_call BRISK_TLS;
 
 static const uint32_t state_mark[] = {
     [BLOCK_UNKNOWN] = 0, [BLOCK_LIVE] = 0x4c495645, [BLOCK_FREED] = 0x46524545, [BLOCK_DROPPED] = 0x44524f50};

@@ -198,7 +198,7 @@ typedef struct checked_call {
   const void *frame;
 } checked_call_t;
 /* The entry point this thread is in (for the check of blocks handed out). */
-extern __thread const checked_call_t *_bk_checked_call __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+extern __thread const checked_call_t *_bk_checked_call BRISK_TLS BRISK_INTERNAL;
 
 /* The block holding p; false when p is not in a block of brisk's. */
 BRISK_INTERNAL bool _bk_block_view(const void *p, block_view_t *v);
@@ -251,7 +251,7 @@ static inline bool heap_may_map(heap_t *h, size_t bytes) {
 /* ---- huge.c: blocks above the largest class ----------------------------- */
 BRISK_INTERNAL void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero);
 BRISK_INTERNAL void _bk_huge_free(segment_t *seg);
-BRISK_INTERNAL void *_bk_huge_realloc(segment_t *seg, void *p, size_t size);
+BRISK_INTERNAL void *_bk_huge_realloc(segment_t *seg, void *p, size_t size, size_t align);
 BRISK_INTERNAL void _bk_huge_purge_warm(heap_t *h, uint64_t now, bool force);
 BRISK_INTERNAL void _bk_huge_release_heap_blocks(heap_t *h);
 
@@ -259,7 +259,7 @@ BRISK_INTERNAL void _bk_huge_release_heap_blocks(heap_t *h);
 /* Locks of brisk's this thread holds around calls that may allocate or free
  * (pool carving, a pool's thread exit, a purge pass, a walk of the heap
  * registry): no pass and no helper thread starts under them. */
-extern __thread int _bk_locks_held __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+extern __thread int _bk_locks_held BRISK_TLS BRISK_INTERNAL;
 BRISK_INTERNAL void _bk_purge_note_pending(void);
 BRISK_INTERNAL void _bk_purge_maybe(heap_t *h);
 BRISK_INTERNAL void _bk_purge_tick(uint64_t now);
@@ -279,14 +279,28 @@ BRISK_INTERNAL size_t _bk_usable_size(const void *p);
 BRISK_INTERNAL void *_bk_block_start_of(const void *p);
 BRISK_INTERNAL void *_bk_calloc_in(heap_t *h, size_t count, size_t size);
 BRISK_INTERNAL void *_bk_realloc_in(heap_t *h, void *p, size_t size);
+/* align: a power of two. */
 BRISK_INTERNAL void *_bk_aligned_in(heap_t *h, size_t align, size_t size);
+/* Whether realloc keeps a block that is aligned as asked (align 0 or a
+ * power of two) where it is, with `room` bytes from p to its end: size fits
+ * and a move would not give much back: the block is not twice too big, or
+ * only by the padding a new aligned block would cost as well. */
+static inline bool realloc_in_place(size_t room, size_t align, size_t size) {
+  size_t padding = align > BLOCK_ALIGN ? align - 1 : 0;
+  return size <= room && size + padding >= room / 2;
+}
+/* align: anything; NULL with errno = EINVAL (and p untouched) when it is
+ * not a power of two. */
+BRISK_INTERNAL void *_bk_calloc_aligned_in(heap_t *h, size_t count, size_t size, size_t align);
+BRISK_INTERNAL void *_bk_realloc_aligned_in(heap_t *h, void *p, size_t align, size_t size);
 
 /* ---- checked.c: the checked library's entry points ---------------------- *
  * Every allocation, free, realloc and size query of the checked library
  * comes here (fast_path.h, alloc.c): the checks, then the plain code. */
 BRISK_INTERNAL void *_bk_checked_alloc(heap_t *h, size_t size, size_t align, bool zero);
 BRISK_INTERNAL void _bk_checked_free(void *p);
-BRISK_INTERNAL void *_bk_checked_realloc(heap_t *h, void *p, size_t size);
+/* align: 0 for realloc, else the power of two of realloc_aligned. */
+BRISK_INTERNAL void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size);
 BRISK_INTERNAL size_t _bk_checked_usable_size(const void *p);
 /* An explicit heap about to drop all its blocks (destroy, reset): its live
  * blocks are marked freed by that call. For the layers above. */

@@ -73,9 +73,25 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
   return _bk_heap_malloc_generic(h, size);
 }
 
+/* Whether a block of `size` bytes at a multiple of align (0 or a power of
+ * two) is a huge block: pages serve alignments up to MEDIUM_SIZE_MAX, by
+ * carving the block from one of size + align - 1 bytes. */
+static inline bool aligned_block_is_huge(size_t align, size_t size) {
+  if (size > LARGE_SIZE_MAX) return true;
+  return align > BLOCK_ALIGN && (align > MEDIUM_SIZE_MAX || size + align - 1 > LARGE_SIZE_MAX);
+}
+
+/* p (a block of a page, or NULL), its first `size` bytes cleared with zero. */
+static inline void *cleared_if(bool zero, void *p, size_t size) {
+  if (zero && p) memset(p, 0, size);
+  return p;
+}
+
 /* A block of `size` bytes at a multiple of align (a power of two above
- * BLOCK_ALIGN): from a page when the alignment allows, else a huge block. */
-static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size) {
+ * BLOCK_ALIGN): from a page when the alignment allows, else a huge block.
+ * With zero its bytes read as zero: a page's block is cleared, a huge
+ * block only where its mapping is not known to be zero (_bk_huge_alloc). */
+static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size, bool zero) {
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
     return NULL;
@@ -83,9 +99,9 @@ static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size) {
   if (size <= DIRECT_SIZE_MAX) {
     /* Often the next block of the size's own class is aligned already. */
     page_t *pg = h->direct[(size + 15) >> 4];
-    if (pg->free && ((uintptr_t)pg->free & (align - 1)) == 0) return page_pop(h, pg, size);
+    if (pg->free && ((uintptr_t)pg->free & (align - 1)) == 0) return cleared_if(zero, page_pop(h, pg, size), size);
   }
-  if (align <= MEDIUM_SIZE_MAX && size + align - 1 <= LARGE_SIZE_MAX) {
+  if (!aligned_block_is_huge(align, size)) {
     uint8_t *b = _bk_heap_malloc_generic(h, size + align - 1);
     if (!b) return NULL;
     uint8_t *p = (uint8_t *)align_up((uintptr_t)b, align);
@@ -94,10 +110,10 @@ static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size) {
       PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
       block_aligned_inside(b, p);
     }
-    return p;
+    return cleared_if(zero, p, size);
   }
   if (h == &_bk_heap_empty && !(h = _bk_heap_get_initialized())) return NULL;
-  return _bk_huge_alloc(h, size, align, false);
+  return _bk_huge_alloc(h, size, align, zero);
 }
 
 /* The checked library sends every allocation through checked.c. */

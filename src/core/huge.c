@@ -293,11 +293,15 @@ void _bk_huge_free(segment_t *seg) {
   _bk_segment_release(seg);
 }
 
-/* Returns the (maybe moved) block, or NULL when the caller must copy. */
-void *_bk_huge_realloc(segment_t *seg, void *p, size_t size) {
+/* Returns the (maybe moved) block, or NULL when the caller must copy. p is
+ * aligned to `align` (0: nothing asked), and stays so: a move keeps the
+ * block's offset in a new segment, which is aligned to SEGMENT_SIZE only,
+ * so a block aligned to more grows in place or not at all. */
+void *_bk_huge_realloc(segment_t *seg, void *p, size_t size, size_t align) {
   /* Explicit heaps' blocks are resized by copying within the heap; realtime
    * mode copies too, through the caches, rather than call mremap. */
   if (seg->heap || _bk_opt.realtime) return NULL;
+  if (size == 0) size = 1; /* as in _bk_huge_alloc: p stays inside the mapping */
   size_t offset = (size_t)((uint8_t *)p - (uint8_t *)seg);
   if (size > PTRDIFF_MAX - 2 * SEGMENT_SIZE) return NULL;
   size_t need = offset + size + guard_size(), old_size = seg->mapped_size;
@@ -306,7 +310,9 @@ void *_bk_huge_realloc(segment_t *seg, void *p, size_t size) {
       _bk_cache_note_huge_live(0, old_size - seg->mapped_size);
     return p;
   }
-  segment_t *grown = huge_grow(seg, huge_round(need));
+  segment_t *grown;
+  if (align <= SEGMENT_SIZE) grown = huge_grow(seg, huge_round(need));
+  else grown = resize_in_place(seg, huge_round(need)) ? seg : NULL;
   if (!grown) return NULL;
   _bk_cache_note_huge_live(grown->mapped_size - old_size, 0);
   return (uint8_t *)grown + offset;

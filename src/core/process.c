@@ -5,7 +5,7 @@
 #include "core/core.h"
 
 static _Atomic(int) init_started;
-static __thread int init_running __attribute__((tls_model("initial-exec")));
+static __thread int init_running BRISK_TLS;
 
 void _bk_process_init(void) {
   if (likely(atomic_load_explicit(&_bk_process_ready, memory_order_acquire))) return;

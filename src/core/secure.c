@@ -79,7 +79,7 @@ bool _bk_secure_guard(segment_t *seg, size_t size) {
 /* ---- Fresh blocks in random order --------------------------------------- */
 #if BRISK_SECURE && !BRISK_CHECKED
 
-static __thread uint64_t shuffle_state __attribute__((tls_model("initial-exec")));
+static __thread uint64_t shuffle_state BRISK_TLS;
 
 static uint64_t next_random(void) {
   if (!shuffle_state) shuffle_state = (_bk_keys.link_add ^ (uintptr_t)&shuffle_state) | 1;

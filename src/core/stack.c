@@ -22,7 +22,7 @@
 
 /* ---- Taking a stack ------------------------------------------------------ */
 
-static __thread bool busy __attribute__((tls_model("initial-exec")));
+static __thread bool busy BRISK_TLS;
 
 typedef struct walk {
   uintptr_t entry; /* the entry point's frame address */

@@ -18,9 +18,9 @@ BRISK_INTERNAL heap_t _bk_heap_empty = {
     .direct = {[0 ... DIRECT_SLOTS - 1] = &_bk_page_empty},
     .uid = UINT64_MAX, /* matches no segment, so frees take the remote path */
 };
-__thread heap_t *_bk_tls_heap __attribute__((tls_model("initial-exec"))) = &_bk_heap_empty;
+__thread heap_t *_bk_tls_heap BRISK_TLS = &_bk_heap_empty;
 
-BRISK_INTERNAL __thread int _bk_locks_held __attribute__((tls_model("initial-exec")));
+BRISK_INTERNAL __thread int _bk_locks_held BRISK_TLS;
 
 /* Release by the thread that set up, acquire by every thread that checks:
  * a thread that sees 1 sees the options in place. */

@@ -240,7 +240,7 @@ typedef struct brisk_options {
 extern BRISK_INTERNAL brisk_options_t _bk_opt;
 extern BRISK_INTERNAL heap_t _bk_heap_empty;
 extern BRISK_INTERNAL page_t _bk_page_empty;
-extern __thread heap_t *_bk_tls_heap __attribute__((tls_model("initial-exec"))) BRISK_INTERNAL;
+extern __thread heap_t *_bk_tls_heap BRISK_TLS BRISK_INTERNAL;
 
 /* ---- Inline lookups ----------------------------------------------------- */
 

@@ -45,6 +45,14 @@
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 static inline bool is_power_of_two(size_t n) { return n && !(n & (n - 1)); }
 
+/* An alignment the aligned functions accept: a power of two; otherwise
+ * false, errno = EINVAL. */
+static inline bool alignment_valid(size_t align) {
+  if (likely(is_power_of_two(align))) return true;
+  errno = EINVAL;
+  return false;
+}
+
 /* count * size for calloc and reallocarray; on overflow false, errno = ENOMEM. */
 static inline bool size_product(size_t count, size_t size, size_t *total) {
   if (likely(!__builtin_mul_overflow(count, size, total))) return true;

@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static __thread char check_message[256] __attribute__((tls_model("initial-exec")));
+static __thread char check_message[256] BRISK_TLS;
 
 const char *brisk_check_message(void) { return check_message; }
 

@@ -72,10 +72,15 @@ void *brisk_heap_realloc(brisk_heap_t *bh, void *p, size_t size) {
 
 void *brisk_heap_aligned_alloc(brisk_heap_t *bh, size_t align, size_t size) {
   heap_t *h = heap_for_alloc(bh, "brisk_heap_aligned_alloc");
-  if (!h) return NULL;
-  if (!is_power_of_two(align)) {
-    errno = EINVAL;
-    return NULL;
-  }
-  return _bk_aligned_in(h, align, size);
+  return h && alignment_valid(align) ? _bk_aligned_in(h, align, size) : NULL;
+}
+
+void *brisk_heap_calloc_aligned(brisk_heap_t *bh, size_t count, size_t size, size_t align) {
+  heap_t *h = heap_for_alloc(bh, "brisk_heap_calloc_aligned");
+  return h ? _bk_calloc_aligned_in(h, count, size, align) : NULL;
+}
+
+void *brisk_heap_realloc_aligned(brisk_heap_t *bh, void *p, size_t align, size_t size) {
+  heap_t *h = heap_for_alloc(bh, "brisk_heap_realloc_aligned");
+  return h ? _bk_realloc_aligned_in(h, p, align, size) : NULL;
 }

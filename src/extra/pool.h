@@ -96,8 +96,7 @@ typedef struct tls_pool_slot {
   uint64_t id;
   pool_cache_t *cache;
 } tls_pool_slot_t;
-extern __thread tls_pool_slot_t _bk_pool_tls_slots[TLS_POOL_SLOTS] __attribute__((tls_model("initial-exec")))
-BRISK_INTERNAL;
+extern __thread tls_pool_slot_t _bk_pool_tls_slots[TLS_POOL_SLOTS] BRISK_TLS BRISK_INTERNAL;
 
 static inline pool_cache_t *pool_cache_for(brisk_pool_t *pool) {
   tls_pool_slot_t *slot = &_bk_pool_tls_slots[pool->id % TLS_POOL_SLOTS];

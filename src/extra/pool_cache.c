@@ -6,9 +6,8 @@
 #include <string.h>
 
 BRISK_INTERNAL pthread_mutex_t _bk_pools_lock = PTHREAD_MUTEX_INITIALIZER;
-BRISK_INTERNAL __thread tls_pool_slot_t _bk_pool_tls_slots[TLS_POOL_SLOTS]
-    __attribute__((tls_model("initial-exec")));
-static __thread list_t tls_caches __attribute__((tls_model("initial-exec")));
+BRISK_INTERNAL __thread tls_pool_slot_t _bk_pool_tls_slots[TLS_POOL_SLOTS] BRISK_TLS;
+static __thread list_t tls_caches BRISK_TLS;
 
 /* A thread's caches are handed back by a thread-exit hook of their own. */
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;

@@ -13,6 +13,24 @@
 
 #define BRISK_INTERNAL __attribute__((visibility("hidden")))
 
+/* The TLS model of every thread-local variable of brisk's (BRISK_TLS).
+ * initial-exec, the default, makes the fast path's heap lookup one load,
+ * with no call into the dynamic loader. But a library built so must sit in
+ * the static TLS block the loader sizes at start: loaded later with dlopen
+ * (a Rust cdylib, a Python extension) it may fail with "cannot allocate
+ * memory in static TLS block". Such a build takes a dynamic model
+ * (-DBRISK_TLS_MODEL=global-dynamic with -ftls-model=global-dynamic, which
+ * CMake's BRISK_TLS_MODEL and brisk-sys's dynamic-tls feature set) and pays
+ * a call to __tls_get_addr per access. A build that replaces malloc keeps
+ * initial-exec: glibc allocates a late-loaded library's TLS with malloc at
+ * a thread's first access, which would come back into brisk. */
+#ifndef BRISK_TLS_MODEL
+#define BRISK_TLS_MODEL initial - exec
+#endif
+#define BRISK_STRINGIFY_(x) #x
+#define BRISK_STRINGIFY(x) BRISK_STRINGIFY_(x)
+#define BRISK_TLS __attribute__((tls_model(BRISK_STRINGIFY(BRISK_TLS_MODEL))))
+
 /* The OS page size, read from the kernel (sysconf) the first time anything
  * asks, before brisk maps memory; never assumed. The core's geometry holds
  * for pages of 4 KiB up to OS_PAGE_MAX (its small pages are 64 KiB): brisk

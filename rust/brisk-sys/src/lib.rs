@@ -13,6 +13,9 @@
 //! Features: `checked` builds the checked library (misuse aborts with a
 //! message; the usable size of a block is the size asked), `secure` the
 //! hardened one. `checked` has the protections of `secure` too.
+//! `dynamic-tls` compiles the core with the global-dynamic TLS model, for a
+//! `cdylib` (a Python extension, say) that is loaded with `dlopen` after its
+//! process started.
 //!
 //! Every function is documented in `brisk.h`; the comments here are short.
 #![allow(non_camel_case_types)]
@@ -35,6 +38,15 @@ pub const VARIANT: &str = if cfg!(feature = "checked") {
 /// `true` when the checked library is linked: a block's usable size is then
 /// exactly the size asked.
 pub const CHECKED: bool = cfg!(feature = "checked");
+
+/// The TLS model the C core was compiled with: `"global-dynamic"` with the
+/// `dynamic-tls` feature (for a library loaded late with `dlopen`),
+/// `"initial-exec"` otherwise.
+pub const TLS_MODEL: &str = if cfg!(feature = "dynamic-tls") {
+    "global-dynamic"
+} else {
+    "initial-exec"
+};
 
 /// Blocks of this many bytes or more from `brisk_malloc` are aligned to it.
 pub const BLOCK_ALIGN: usize = 16;
@@ -181,6 +193,11 @@ extern "C" {
     pub fn brisk_free(ptr: *mut c_void);
     pub fn brisk_free_sized(ptr: *mut c_void, size: usize);
     pub fn brisk_aligned_alloc(alignment: usize, size: usize) -> *mut c_void;
+    /// realloc to a block aligned to `alignment` (alignment before size, as
+    /// in `brisk_aligned_alloc`).
+    pub fn brisk_realloc_aligned(ptr: *mut c_void, alignment: usize, size: usize) -> *mut c_void;
+    /// Zeroed and aligned; the order of mimalloc's `mi_calloc_aligned`.
+    pub fn brisk_calloc_aligned(count: usize, size: usize, alignment: usize) -> *mut c_void;
     pub fn brisk_posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int;
     pub fn brisk_memalign(alignment: usize, size: usize) -> *mut c_void;
     pub fn brisk_usable_size(ptr: *const c_void) -> usize;
@@ -205,6 +222,18 @@ extern "C" {
     ) -> *mut c_void;
     pub fn brisk_heap_aligned_alloc(
         heap: *mut brisk_heap_t,
+        alignment: usize,
+        size: usize,
+    ) -> *mut c_void;
+    pub fn brisk_heap_calloc_aligned(
+        heap: *mut brisk_heap_t,
+        count: usize,
+        size: usize,
+        alignment: usize,
+    ) -> *mut c_void;
+    pub fn brisk_heap_realloc_aligned(
+        heap: *mut brisk_heap_t,
+        ptr: *mut c_void,
         alignment: usize,
         size: usize,
     ) -> *mut c_void;

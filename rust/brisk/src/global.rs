@@ -1,7 +1,6 @@
 //! `Brisk`: brisk as Rust's global allocator.
 
 use core::alloc::{GlobalAlloc, Layout};
-use core::ptr;
 use std::os::raw::c_void;
 
 use brisk_sys as sys;
@@ -15,26 +14,22 @@ pub(crate) fn malloc_aligns(align: usize, size: usize) -> bool {
     align <= sys::BLOCK_ALIGN && align <= size
 }
 
-/// Copies the block at `ptr` (`old` bytes) into a new block of `new_size`
-/// bytes from `alloc`, then frees it; null, with the block left alone, when
-/// `alloc` fails.
+/// The block at `ptr` resized to `size` bytes aligned to `align` (a power
+/// of two): `brisk_realloc` when malloc's alignment is enough, else
+/// `brisk_realloc_aligned`, which keeps the block in place when it is
+/// aligned and fits, and otherwise moves it to an aligned block. Null, with
+/// the block left alone, when memory ran out.
 ///
 /// # Safety
-/// `ptr` must be a live brisk block of at least `old` bytes.
-pub(crate) unsafe fn move_block(
-    ptr: *mut u8,
-    old: usize,
-    new_size: usize,
-    alloc: impl FnOnce() -> *mut u8,
-) -> *mut u8 {
-    let new = alloc();
-    if !new.is_null() {
-        // SAFETY: both blocks are live and distinct, each holds at least
-        // min(old, new_size) bytes.
-        ptr::copy_nonoverlapping(ptr, new, old.min(new_size));
-        sys::brisk_free(ptr as *mut c_void);
+/// `ptr` must be a live brisk block.
+#[inline]
+pub(crate) unsafe fn realloc_to(ptr: *mut u8, align: usize, size: usize) -> *mut u8 {
+    let p = ptr as *mut c_void;
+    if malloc_aligns(align, size) {
+        sys::brisk_realloc(p, size) as *mut u8
+    } else {
+        sys::brisk_realloc_aligned(p, align, size) as *mut u8
     }
-    new
 }
 
 /// brisk as the global allocator, or as an allocator object of its own.
@@ -66,11 +61,12 @@ pub(crate) unsafe fn move_block(
 /// ```
 ///
 /// Blocks whose alignment is at most 16 bytes (and not above their size)
-/// come from `brisk_malloc`, larger alignments from `brisk_aligned_alloc`;
-/// `dealloc` passes the size to `brisk_free_sized`. Growing or shrinking an
-/// over-aligned block keeps it in place when the new size still fits the
-/// block and fills at least half of it (the release and secure libraries,
-/// whose blocks may be larger than asked), and moves it otherwise.
+/// come from `brisk_malloc`, `brisk_calloc` and `brisk_realloc`, larger
+/// alignments from `brisk_aligned_alloc`, `brisk_calloc_aligned` and
+/// `brisk_realloc_aligned`; `dealloc` passes the size to
+/// `brisk_free_sized`. So an over-aligned block keeps its place on
+/// `realloc` while it fits (a huge one is resized with `mremap`), and an
+/// over-aligned zeroed block of fresh memory is not written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Brisk;
 
@@ -95,78 +91,78 @@ unsafe impl GlobalAlloc for Brisk {
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if malloc_aligns(layout.align(), layout.size()) {
-            return sys::brisk_calloc(1, layout.size()) as *mut u8;
+            sys::brisk_calloc(1, layout.size()) as *mut u8
+        } else {
+            sys::brisk_calloc_aligned(1, layout.size(), layout.align()) as *mut u8
         }
-        let p = self.alloc(layout);
-        if !p.is_null() {
-            // SAFETY: p is a fresh block of layout.size() bytes.
-            ptr::write_bytes(p, 0, layout.size());
-        }
-        p
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if malloc_aligns(layout.align(), new_size) {
-            return sys::brisk_realloc(ptr as *mut c_void, new_size) as *mut u8;
-        }
-        realloc_aligned(ptr, layout, new_size)
+        realloc_to(ptr, layout.align(), new_size)
     }
-}
-
-/// brisk has no aligned realloc: a block stays where it is while the new
-/// size fits it and uses at least half of it, otherwise it moves to a new
-/// aligned block. The checked library always moves it, so that its canary
-/// sits right after the new size.
-#[cold]
-unsafe fn realloc_aligned(ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-    if !sys::CHECKED {
-        let usable = sys::brisk_usable_size(ptr as *const c_void);
-        if new_size <= usable && new_size >= usable / 2 {
-            return ptr;
-        }
-    }
-    move_block(ptr, layout.size(), new_size, || {
-        // SAFETY: the caller's layout.align() is a power of two and
-        // new_size, rounded up to it, does not overflow isize (the
-        // GlobalAlloc::realloc contract).
-        let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
-        Brisk.alloc(new_layout)
-    })
 }
 
 // Nightly only: the MSRV does not apply.
 #[cfg(feature = "allocator_api")]
 #[allow(clippy::incompatible_msrv)]
-mod allocator {
+pub(crate) mod allocator {
     use super::Brisk;
     use core::alloc::{AllocError, Allocator, GlobalAlloc, Layout};
     use core::ptr::NonNull;
+
+    /// A block of `size` bytes as the Allocator methods return it.
+    pub(crate) fn slice(p: Option<NonNull<u8>>, size: usize) -> Result<NonNull<[u8]>, AllocError> {
+        p.map(|p| NonNull::slice_from_raw_parts(p, size))
+            .ok_or(AllocError)
+    }
 
     // SAFETY: blocks come from GlobalAlloc for Brisk, which meets the
     // Allocator contract for non-zero sizes; zero sizes get a brisk block of
     // their own too (brisk_malloc(0) is a unique pointer), freed as any.
     // Every Brisk is the same allocator, so copies may free each other's
-    // blocks.
+    // blocks. grow and shrink keep the first min(old, new) bytes (brisk's
+    // realloc), at the new layout's alignment.
     unsafe impl Allocator for Brisk {
         fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
             // SAFETY: any layout is accepted by brisk, size 0 included.
             let p = unsafe { GlobalAlloc::alloc(self, layout) };
-            NonNull::new(p)
-                .map(|p| NonNull::slice_from_raw_parts(p, layout.size()))
-                .ok_or(AllocError)
+            slice(NonNull::new(p), layout.size())
         }
 
         fn allocate_zeroed(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
             // SAFETY: as in allocate.
             let p = unsafe { GlobalAlloc::alloc_zeroed(self, layout) };
-            NonNull::new(p)
-                .map(|p| NonNull::slice_from_raw_parts(p, layout.size()))
-                .ok_or(AllocError)
+            slice(NonNull::new(p), layout.size())
         }
 
         unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
             GlobalAlloc::dealloc(self, ptr.as_ptr(), layout)
         }
+
+        unsafe fn grow(
+            &self,
+            ptr: NonNull<u8>,
+            _old: Layout,
+            new: Layout,
+        ) -> Result<NonNull<[u8]>, AllocError> {
+            resize(ptr, new)
+        }
+
+        unsafe fn shrink(
+            &self,
+            ptr: NonNull<u8>,
+            _old: Layout,
+            new: Layout,
+        ) -> Result<NonNull<[u8]>, AllocError> {
+            resize(ptr, new)
+        }
+    }
+
+    /// In place when brisk can, else moved (contents kept), at the new
+    /// layout's alignment, which may differ from the old one's.
+    unsafe fn resize(ptr: NonNull<u8>, new: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        let p = super::realloc_to(ptr.as_ptr(), new.align(), new.size());
+        slice(NonNull::new(p), new.size())
     }
 }

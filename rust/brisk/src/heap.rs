@@ -9,7 +9,7 @@ use std::os::raw::c_void;
 
 use brisk_sys as sys;
 
-use crate::global::{malloc_aligns, move_block};
+use crate::global::malloc_aligns;
 use crate::Error;
 
 /// An explicit heap: a private set of pages to allocate related blocks from
@@ -89,21 +89,24 @@ impl Heap {
         NonNull::new(p as *mut u8)
     }
 
-    /// As [`Heap::alloc`], the block's bytes all zero.
+    /// As [`Heap::alloc`], the block's bytes all zero (fresh memory of a
+    /// huge block is not written: the kernel gives it zeroed).
     pub fn alloc_zeroed(&self, layout: Layout) -> Option<NonNull<u8>> {
-        if malloc_aligns(layout.align(), layout.size()) {
-            // SAFETY: as in alloc.
-            let p = unsafe { sys::brisk_heap_calloc(self.as_raw(), 1, layout.size()) };
-            return NonNull::new(p as *mut u8);
-        }
-        let p = self.alloc(layout)?;
-        // SAFETY: p is a fresh block of layout.size() bytes.
-        unsafe { ptr::write_bytes(p.as_ptr(), 0, layout.size()) };
-        Some(p)
+        let h = self.as_raw();
+        // SAFETY: as in alloc.
+        let p = unsafe {
+            if malloc_aligns(layout.align(), layout.size()) {
+                sys::brisk_heap_calloc(h, 1, layout.size())
+            } else {
+                sys::brisk_heap_calloc_aligned(h, 1, layout.size(), layout.align())
+            }
+        };
+        NonNull::new(p as *mut u8)
     }
 
     /// Resizes a block of this heap to `new_size` bytes, keeping its first
-    /// bytes and its alignment, in this heap. `None` leaves the block alone.
+    /// bytes and its alignment, in this heap: in place when it is big enough
+    /// (and not much too big), else moved. `None` leaves the block alone.
     ///
     /// # Safety
     /// `ptr` must be a live block of this heap allocated with `layout`.
@@ -113,17 +116,26 @@ impl Heap {
         layout: Layout,
         new_size: usize,
     ) -> Option<NonNull<u8>> {
-        let p = if malloc_aligns(layout.align(), new_size) {
-            sys::brisk_heap_realloc(self.as_raw(), ptr.as_ptr() as *mut c_void, new_size) as *mut u8
+        self.realloc_to(ptr, layout.align(), new_size)
+    }
+
+    /// The block at ptr as `size` bytes aligned to `align`, in this heap.
+    ///
+    /// # Safety
+    /// `ptr` must be a live block of this heap.
+    unsafe fn realloc_to(
+        &self,
+        ptr: NonNull<u8>,
+        align: usize,
+        size: usize,
+    ) -> Option<NonNull<u8>> {
+        let (h, p) = (self.as_raw(), ptr.as_ptr() as *mut c_void);
+        let q = if malloc_aligns(align, size) {
+            sys::brisk_heap_realloc(h, p, size)
         } else {
-            move_block(ptr.as_ptr(), layout.size(), new_size, || {
-                Layout::from_size_align(new_size, layout.align())
-                    .ok()
-                    .and_then(|l| self.alloc(l))
-                    .map_or(ptr::null_mut(), NonNull::as_ptr)
-            })
+            sys::brisk_heap_realloc_aligned(h, p, align, size)
         };
-        NonNull::new(p)
+        NonNull::new(q as *mut u8)
     }
 
     /// Frees a block of this heap (any brisk block, in fact).
@@ -245,13 +257,9 @@ owning_box_impls!(HeapBox);
 #[allow(clippy::incompatible_msrv)]
 mod allocator {
     use super::Heap;
+    use crate::global::allocator::slice;
     use core::alloc::{AllocError, Allocator, Layout};
     use core::ptr::NonNull;
-
-    fn slice(p: Option<NonNull<u8>>, size: usize) -> Result<NonNull<[u8]>, AllocError> {
-        p.map(|p| NonNull::slice_from_raw_parts(p, size))
-            .ok_or(AllocError)
-    }
 
     // SAFETY: blocks live until deallocated or the heap goes, and the
     // borrow of the heap outlives every collection using it. &Heap is not
@@ -269,39 +277,25 @@ mod allocator {
             Heap::dealloc(self, ptr, layout)
         }
 
+        // In place when brisk can, else moved within the heap (contents
+        // kept), at the new layout's alignment, which may differ from the
+        // old one's.
         unsafe fn grow(
             &self,
             ptr: NonNull<u8>,
-            old: Layout,
+            _old: Layout,
             new: Layout,
         ) -> Result<NonNull<[u8]>, AllocError> {
-            self.resize(ptr, old, new)
+            slice(self.realloc_to(ptr, new.align(), new.size()), new.size())
         }
 
         unsafe fn shrink(
             &self,
             ptr: NonNull<u8>,
-            old: Layout,
+            _old: Layout,
             new: Layout,
         ) -> Result<NonNull<[u8]>, AllocError> {
-            self.resize(ptr, old, new)
-        }
-    }
-
-    impl Heap {
-        unsafe fn resize(
-            &self,
-            ptr: NonNull<u8>,
-            old: Layout,
-            new: Layout,
-        ) -> Result<NonNull<[u8]>, AllocError> {
-            if new.align() == old.align() {
-                return slice(self.realloc(ptr, old, new.size()), new.size());
-            }
-            let p = self.alloc(new).ok_or(AllocError)?;
-            core::ptr::copy_nonoverlapping(ptr.as_ptr(), p.as_ptr(), old.size().min(new.size()));
-            self.dealloc(ptr, old);
-            slice(Some(p), new.size())
+            slice(self.realloc_to(ptr, new.align(), new.size()), new.size())
         }
     }
 }

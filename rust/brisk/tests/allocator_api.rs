@@ -36,3 +36,48 @@ fn brisk_as_an_allocator_object() {
     assert!(brisk::owns(v.as_ptr() as *const u8));
     assert_eq!(v[999], "999");
 }
+
+#[test]
+fn grow_and_shrink_to_another_alignment() {
+    use std::alloc::{Allocator, Layout};
+    let heap = Heap::new().unwrap();
+    let layouts = [
+        Layout::from_size_align(100, 8).unwrap(),
+        Layout::from_size_align(5000, 4096).unwrap(),
+        Layout::from_size_align(3 << 20, 64).unwrap(),
+        Layout::from_size_align(40, 256).unwrap(),
+    ];
+    fn walk<A: Allocator>(a: A, layouts: &[Layout]) {
+        let mut old = layouts[0];
+        let p = a.allocate(old).unwrap().cast::<u8>();
+        // SAFETY: p is the live block of `old` at each step; its first
+        // min(old, new) bytes are kept and read.
+        unsafe {
+            for i in 0..old.size() {
+                *p.as_ptr().add(i) = i as u8;
+            }
+            let mut p = p;
+            for &new in &layouts[1..] {
+                let q = if new.size() >= old.size() {
+                    a.grow(p, old, new)
+                } else {
+                    a.shrink(p, old, new)
+                }
+                .unwrap()
+                .cast::<u8>();
+                assert_eq!(q.as_ptr() as usize % new.align(), 0, "{:?}", new);
+                for i in 0..old.size().min(new.size()) {
+                    assert_eq!(*q.as_ptr().add(i), i as u8, "{:?} -> {:?}", old, new);
+                }
+                for i in old.size().min(new.size())..new.size() {
+                    *q.as_ptr().add(i) = i as u8;
+                }
+                p = q;
+                old = new;
+            }
+            a.deallocate(p, old);
+        }
+    }
+    walk(&heap, &layouts);
+    walk(Brisk, &layouts);
+}

@@ -187,3 +187,31 @@ fn many_heaps_at_once() {
         assert_eq!(*h.boxed(i).unwrap(), i);
     }
 }
+
+#[test]
+fn over_aligned_blocks_stay_in_place_and_zeroed_ones_are_zero() {
+    let _serial = serial();
+    let heap = Heap::new().unwrap();
+    for &align in &[64usize, 4096, 1 << 20] {
+        for &size in &[200usize, 9000, 300_000, 3 << 20] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let p = heap.alloc_zeroed(layout).expect("heap calloc");
+            assert_eq!(p.as_ptr() as usize % align, 0, "{:?}", layout);
+            // SAFETY: p holds `size` bytes; the resized block as many (the
+            // same size); freed once.
+            unsafe {
+                assert!(
+                    std::slice::from_raw_parts(p.as_ptr(), size)
+                        .iter()
+                        .all(|&b| b == 0),
+                    "{:?}: not zeroed",
+                    layout
+                );
+                fill(p.as_ptr(), size, align);
+                let q = heap.realloc(p, layout, size).expect("heap realloc");
+                assert_eq!(q, p, "{:?}: a realloc to the same size moved", layout);
+                heap.dealloc(q, layout);
+            }
+        }
+    }
+}

@@ -175,3 +175,72 @@ fn realloc_at_every_alignment_with_a_size_below_it() {
         }
     }
 }
+
+#[test]
+fn over_aligned_realloc_stays_in_place_when_the_block_fits() {
+    // brisk_realloc_aligned: an aligned block that is big enough is kept
+    // (before it, brisk had no aligned realloc and the crate moved blocks).
+    for &align in &[32usize, 64, 4096, 65536, 1 << 21] {
+        for &size in &[100usize, 5000, 70_000, 900_000, 3 << 20] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            // SAFETY: p is the live block of `layout`, then of the sizes it
+            // is resized to; written and read within them; freed once.
+            unsafe {
+                let p = Brisk.alloc(layout);
+                check_block(p, layout);
+                fill(p, size, align + size);
+                let q = Brisk.realloc(p, layout, size);
+                assert_eq!(q, p, "{:?}: a realloc to the same size moved", layout);
+                let smaller = size - size / 8;
+                let r = Brisk.realloc(q, layout, smaller);
+                assert_eq!(r, p, "{:?}: a realloc to {} moved", layout, smaller);
+                assert_eq!(first_wrong_kept(r, size, smaller, align + size), None);
+                Brisk.dealloc(r, Layout::from_size_align(smaller, align).unwrap());
+            }
+        }
+    }
+}
+
+extern "C" {
+    fn mincore(addr: *mut std::os::raw::c_void, length: usize, vec: *mut u8) -> i32;
+}
+
+/// Pages of [p, p + size) that are resident.
+unsafe fn resident_pages(p: *mut u8, size: usize) -> usize {
+    let page = 4096usize;
+    let start = (p as usize) & !(page - 1);
+    let len = p as usize + size - start;
+    let mut vec = vec![0u8; (len + page - 1) / page + 1];
+    // SAFETY: [start, start + len) is mapped (the block's pages).
+    assert_eq!(
+        mincore(start as *mut std::os::raw::c_void, len, vec.as_mut_ptr()),
+        0
+    );
+    vec.iter().filter(|&&b| b & 1 != 0).count()
+}
+
+#[test]
+fn over_aligned_zeroed_huge_blocks_are_not_written() {
+    // brisk_calloc_aligned leaves the pages of a fresh mapping alone (the
+    // kernel zeroes them); writing zeros would make each one resident.
+    let _serial = common::serial();
+    for &align in &[64usize, 4096, 1 << 21] {
+        brisk::collect(); // no cached block: a fresh mapping
+        let size = 64 << 20;
+        let layout = Layout::from_size_align(size, align).unwrap();
+        // SAFETY: a valid layout; read within it; freed once.
+        unsafe {
+            let p = Brisk.alloc_zeroed(layout);
+            check_block(p, layout);
+            let touched = resident_pages(p, size) * 4096;
+            assert!(
+                touched < size / 16,
+                "{:?}: {} bytes of a fresh zeroed block are resident",
+                layout,
+                touched
+            );
+            assert_eq!((*p, *p.add(size / 2), *p.add(size - 1)), (0, 0, 0));
+            Brisk.dealloc(p, layout);
+        }
+    }
+}
