@@ -268,7 +268,9 @@ TEST_F(CheckedMisuse, OverflowIsCaughtOnReallocAligned) {
       },
       "realloc_aligned\\(" ADDR "\\): heap buffer overflow: [^\n]*byte 2 after it is 0x07[^\n]*" DETECTED(
           "checked_test_realloc_aligned"));
-  // Kept in place, the block's size is the new one: its canary follows it.
+  // Kept in place, the block's size is the new one: its canary follows it
+  // (built for memcheck, the checked library moves every realloc).
+  if (BRISK_TEST_VALGRIND) return;
   EXPECT_DEATH(
       {
         void *p = brisk_aligned_alloc(256, 1000);

@@ -35,6 +35,12 @@
 // Set for the suites built again on the checked library (*_checked): its
 // usable size, and the size a visit shows, is the size asked for (a canary
 // lies just past it); the release library's is the block's, at least a byte.
+/* The checked library built with -DBRISK_VALGRIND=ON (memcheck's client
+ * requests) moves every realloc and writes every calloc, so that memcheck
+ * sees each block's bytes defined or not (src/core/checked.c). */
+#ifndef BRISK_TEST_VALGRIND
+#define BRISK_TEST_VALGRIND 0
+#endif
 #ifndef BRISK_TEST_CHECKED
 #define BRISK_TEST_CHECKED 0
 #endif
