@@ -33,9 +33,7 @@ static inline __attribute__((always_inline)) block_t *hot_unlink(heap_t *h, hot_
   hl->head = link_get(b);
 #if BRISK_SECURE
   /* A hot list spans pages: its next block must be one of the class. */
-  page_t *next_page = hl->head ? page_holding(hl->head) : NULL;
-  if (unlikely(hl->head && (!next_page || next_page->block_size != hl->block_size)))
-    _bk_secure_corrupted_link(b, hl->head);
+  if (unlikely(hl->head && !block_of_size(hl->head, hl->block_size))) _bk_secure_corrupted_link(b, hl->head);
 #endif
   PUBLISH_ADD(hl->count, -1);
   h->hot_bytes -= hl->block_size;
