@@ -37,7 +37,13 @@
  * targets brisk supports), and the readers' PEEKs stay relaxed loads.
  * Evaluates to the new value. */
 #if defined(__SANITIZE_THREAD__)
-#define PUBLISH_ADD(field, d) (PUBLISH(field, (field) + (d)), (field))
+/* (A statement expression: a step whose value is not used raises no
+ * "comma expression has no effect" warning.) */
+#define PUBLISH_ADD(field, d)                                                                                     \
+  __extension__({                                                                                                 \
+    PUBLISH(field, (field) + (d));                                                                                \
+    (field);                                                                                                      \
+  })
 #else
 #define PUBLISH_ADD(field, d) ((field) += (d))
 #endif
