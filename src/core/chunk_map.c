@@ -4,8 +4,6 @@
  * (segment_of) is inline in types.h. */
 #include "core/core.h"
 
-#define CHUNK_MAP_ENTRIES ((size_t)1 << (48 - SEGMENT_SHIFT))
-
 /* 64 MiB of zero-initialized address space: only the pages whose chunks
  * hold segments are ever touched, so it costs a few KiB of memory. Being
  * static, it is valid before any initialization runs. */

@@ -131,13 +131,11 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
   _bk_checked_free(p);
   return;
 #endif
-  uintptr_t a = (uintptr_t)p, chunk = a >> SEGMENT_SHIFT;
-  /* Tag 1 in the chunk map: a segment header starts at the masked address
-   * (NULL, foreign and over-aligned pointers all go the slow way). */
-  if (likely(chunk < ((uintptr_t)1 << (48 - SEGMENT_SHIFT)) &&
-             atomic_load_explicit(&_bk_chunk_map[chunk], memory_order_relaxed) == 1)) {
-    segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
-    page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
+  /* A segment header at the masked address (NULL, foreign pointers and
+   * those inside a huge block's later chunks go the slow way). */
+  if (likely(chunk_starts_segment(p))) {
+    segment_t *seg = (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
+    page_t *pg = page_of(seg, p);
 #if BRISK_SECURE
     /* Anything but a plain free of a live block is checked out of line. */
     if (unlikely(!secure_free_quick(pg, p))) {

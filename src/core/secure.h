@@ -103,12 +103,8 @@ static inline block_t *link_get_in_page(const page_t *pg, const block_t *b) {
  * list): what page_holding checks, with one lookup fewer. A page not in
  * use, and a huge segment's pages[0], have no blocks by their secure_end. */
 static inline bool block_of_size(const void *p, size_t block_size) {
-  uintptr_t a = (uintptr_t)p, chunk = a >> SEGMENT_SHIFT;
-  if (chunk >= ((uintptr_t)1 << (48 - SEGMENT_SHIFT)) ||
-      atomic_load_explicit(&_bk_chunk_map[chunk], memory_order_relaxed) != 1)
-    return false;
-  segment_t *seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
-  const page_t *pg = &seg->pages[(a - (uintptr_t)seg) >> seg->page_shift];
+  if (!chunk_starts_segment(p)) return false;
+  const page_t *pg = page_of((segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK), p);
   return page_holds(pg, p) && pg->block_size == block_size;
 }
 

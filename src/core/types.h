@@ -257,7 +257,16 @@ static inline unsigned size_to_class(size_t size) {
  * to the segment whose header is k - 1 chunks lower (huge blocks span
  * many). Relaxed loads: a thread looks up only pointers it holds, whose
  * mapping was marked before the pointer was handed out. */
-extern BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[];
+#define CHUNK_MAP_ENTRIES ((size_t)1 << (48 - SEGMENT_SHIFT))
+extern BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[CHUNK_MAP_ENTRIES];
+
+/* Whether a segment header starts in p's own chunk (tag 1), at p's address
+ * masked to SEGMENT_SIZE: the one lookup of the fast paths, with no walk
+ * to a huge block's header (NULL, foreign and huge-interior pointers: no). */
+static inline bool chunk_starts_segment(const void *p) {
+  uintptr_t chunk = (uintptr_t)p >> SEGMENT_SHIFT;
+  return chunk < CHUNK_MAP_ENTRIES && atomic_load_explicit(&_bk_chunk_map[chunk], memory_order_relaxed) == 1;
+}
 
 static inline segment_t *segment_of(const void *p) {
   uintptr_t a = (uintptr_t)p;
