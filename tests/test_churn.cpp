@@ -27,12 +27,9 @@ void short_thread(size_t id, Shared &sh) {
   for (size_t i = 0; i < n_alloc; ++i) {
     size_t n;
     size_t k = rng.below(100);
-    if (k < 80)
-      n = rng.range(1, 1024);
-    else if (k < 95)
-      n = rng.range(1025, 32 * KiB);
-    else
-      n = rng.range(32 * KiB + 1, 300 * KiB);
+    if (k < 80) n = rng.range(1, 1024);
+    else if (k < 95) n = rng.range(1025, 32 * KiB);
+    else n = rng.range(32 * KiB + 1, 300 * KiB);
     void *p = brisk_malloc(n);
     if (!p) {
       std::lock_guard<std::mutex> g(sh.m);
@@ -81,8 +78,7 @@ void short_thread(size_t id, Shared &sh) {
   }
   std::lock_guard<std::mutex> g(sh.m);
   sh.errors += bad;
-  for (size_t i = 0; i < keep.size(); ++i)
-    (i % 4 == 0 ? sh.for_later : sh.left).push_back(keep[i]);
+  for (size_t i = 0; i < keep.size(); ++i) (i % 4 == 0 ? sh.for_later : sh.left).push_back(keep[i]);
 }
 
 size_t free_all(std::vector<Block> &v) {
@@ -116,8 +112,7 @@ TEST(Churn, ThousandsOfShortThreadsDoNotGrowMemory) {
   for (size_t r = 0; r < rounds; ++r) {
     for (size_t done = 0; done < per_round; done += batch) {
       std::vector<std::thread> ts;
-      for (size_t k = 0; k < batch && done + k < per_round; ++k)
-        ts.emplace_back(short_thread, id++, std::ref(sh));
+      for (size_t k = 0; k < batch && done + k < per_round; ++k) ts.emplace_back(short_thread, id++, std::ref(sh));
       for (auto &t : ts) t.join();
     }
     // The main thread frees what the previous round's (dead) threads left.
@@ -134,8 +129,8 @@ TEST(Churn, ThousandsOfShortThreadsDoNotGrowMemory) {
       size_t live = 0;
       for (const Block &b : previous) live += b.n;
       for (const Block &b : sh.for_later) live += b.n;
-      std::printf("after round %zu (%zu threads): mapped %s, rss %s, with %zu live blocks of %s\n",
-                  r + 1, id, mib(mapped_live[half]).c_str(), mib(rss_live[half]).c_str(),
+      std::printf("after round %zu (%zu threads): mapped %s, rss %s, with %zu live blocks of %s\n", r + 1, id,
+                  mib(mapped_live[half]).c_str(), mib(rss_live[half]).c_str(),
                   previous.size() + sh.for_later.size(), mib(live).c_str());
       // Now free every leftover of the dead threads.
       bad += free_all(previous);
@@ -143,8 +138,8 @@ TEST(Churn, ThousandsOfShortThreadsDoNotGrowMemory) {
       brisk_collect();
       mapped_empty[half] = brisk_mapped_bytes();
       rss_empty[half] = rss_bytes();
-      std::printf("  after freeing the leftovers: mapped %s, rss %s\n",
-                  mib(mapped_empty[half]).c_str(), mib(rss_empty[half]).c_str());
+      std::printf("  after freeing the leftovers: mapped %s, rss %s\n", mib(mapped_empty[half]).c_str(),
+                  mib(rss_empty[half]).c_str());
     }
   }
 
@@ -152,23 +147,22 @@ TEST(Churn, ThousandsOfShortThreadsDoNotGrowMemory) {
   // Strict: once the dead threads' blocks are all freed, what stays mapped
   // does not depend on how many threads have come and gone.
   EXPECT_LE(mapped_empty[1], mapped_empty[0] + 8 * MiB)
-      << "with nothing live, mapped memory grew from " << mib(mapped_empty[0]) << " to "
-      << mib(mapped_empty[1]) << " over " << total_threads / 2 << " more threads";
+      << "with nothing live, mapped memory grew from " << mib(mapped_empty[0]) << " to " << mib(mapped_empty[1])
+      << " over " << total_threads / 2 << " more threads";
   // With a round of leftovers live, the footprint fluctuates with how the
   // blocks fall into the dead threads' segments and which of those are
-  // adopted (under TSan, 544-620 MiB after the first half and 580-716 MiB
-  // after the second in 7 runs, no trend): allow half more. A segment
-  // stranded per dead thread would add 4 MiB x total_threads / 2, far above.
-  EXPECT_LE(mapped_live[1], mapped_live[0] + mapped_live[0] / 2 + 16 * MiB)
-      << "with leftovers live, mapped memory grew from " << mib(mapped_live[0]) << " to "
-      << mib(mapped_live[1]);
+  // adopted (release, 6 runs: 188-392 MiB after the first half, 236-384
+  // MiB after the second, no trend; 636-756 MiB when threads adopted a
+  // segment per class they ran out of): allow twice. A segment stranded
+  // per dead thread would add 4 MiB x total_threads / 2, far above.
+  EXPECT_LE(mapped_live[1], 2 * mapped_live[0] + 32 * MiB)
+      << "with leftovers live, mapped memory grew from " << mib(mapped_live[0]) << " to " << mib(mapped_live[1]);
   if (!BRISK_TEST_SANITIZED) {  // sanitizers keep per-thread state of their own
     EXPECT_LE(rss_empty[1], rss_empty[0] + 16 * MiB)
-        << "with nothing live, RSS grew from " << mib(rss_empty[0]) << " to "
-        << mib(rss_empty[1]);
-    EXPECT_LE(rss_live[1], rss_live[0] + rss_live[0] / 4 + 16 * MiB)
-        << "with leftovers live, RSS grew from " << mib(rss_live[0]) << " to "
-        << mib(rss_live[1]);
+        << "with nothing live, RSS grew from " << mib(rss_empty[0]) << " to " << mib(rss_empty[1]);
+    // (Release, 6 runs: 134-191 MiB after the first half, 124-187 after the second.)
+    EXPECT_LE(rss_live[1], rss_live[0] + rss_live[0] / 2 + 16 * MiB)
+        << "with leftovers live, RSS grew from " << mib(rss_live[0]) << " to " << mib(rss_live[1]);
   }
 }
 
@@ -199,7 +193,6 @@ TEST(Churn, BlocksOfDeadThreadsAreReused) {
   }
   brisk_collect();
   size_t after_all = brisk_mapped_bytes();
-  std::printf("mapped after first: %s, after %zu: %s\n", mib(after_first).c_str(), reps,
-              mib(after_all).c_str());
+  std::printf("mapped after first: %s, after %zu: %s\n", mib(after_first).c_str(), reps, mib(after_all).c_str());
   EXPECT_LE(after_all, after_first + 8 * MiB);
 }
