@@ -20,30 +20,45 @@
 static _Atomic(size_t) huge_live_bytes;
 static _Atomic(uint64_t) rebuild_until_ms;
 static _Atomic(uint64_t) window_start_ms;
-static _Atomic(size_t) window_peak, last_window_peak;
+
+/* A peak over this purge delay's window and the last one's. */
+typedef struct window_peak {
+  _Atomic(size_t) now, last;
+} window_peak_t;
+static window_peak_t mapped_peak, touched_peak;
 
 void _bk_cache_note_huge_live(size_t added, size_t removed) {
   if (added) atomic_fetch_add_explicit(&huge_live_bytes, added, memory_order_relaxed);
   if (removed) atomic_fetch_sub_explicit(&huge_live_bytes, removed, memory_order_relaxed);
 }
 
-/* The peak of what was in use (mapped, less `cached`) over this purge
- * delay's window and the last one's. */
-size_t _bk_cache_in_use_recently(uint64_t now, size_t cached) {
-  size_t mapped = _bk_memory_mapped();
-  size_t in_use = mapped > cached ? mapped - cached : 0;
-  uint64_t start = atomic_load_explicit(&window_start_ms, memory_order_relaxed);
-  if (now - start >= _bk_opt.purge_delay_ms &&
-      atomic_compare_exchange_strong_explicit(&window_start_ms, &start, now, memory_order_relaxed,
-                                              memory_order_relaxed)) {
-    atomic_store_explicit(&last_window_peak, atomic_load_explicit(&window_peak, memory_order_relaxed),
-                          memory_order_relaxed);
-    atomic_store_explicit(&window_peak, in_use, memory_order_relaxed);
+static size_t peak_update(window_peak_t *w, size_t value, bool new_window) {
+  if (new_window) {
+    atomic_store_explicit(&w->last, atomic_load_explicit(&w->now, memory_order_relaxed), memory_order_relaxed);
+    atomic_store_explicit(&w->now, value, memory_order_relaxed);
   }
-  size_t peak = atomic_load_explicit(&window_peak, memory_order_relaxed);
-  if (in_use > peak) atomic_store_explicit(&window_peak, peak = in_use, memory_order_relaxed);
-  size_t last = atomic_load_explicit(&last_window_peak, memory_order_relaxed);
+  size_t peak = atomic_load_explicit(&w->now, memory_order_relaxed);
+  if (value > peak) atomic_store_explicit(&w->now, peak = value, memory_order_relaxed);
+  size_t last = atomic_load_explicit(&w->last, memory_order_relaxed);
   return peak > last ? peak : last;
+}
+
+/* What was in use lately, two ways: the address space (mapped, less
+ * `cached`), which bounds what the caches may hold; and the memory blocks
+ * have touched (blocks threaded in pages, live huge blocks), which bounds
+ * what they hold unpurged. Segments of threads that come and go are mostly
+ * free pages: counted by address space, the caches kept 25-100 MiB resident
+ * where the threads had a few MiB of blocks. */
+size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched) {
+  size_t mapped = _bk_memory_mapped();
+  uint64_t start = atomic_load_explicit(&window_start_ms, memory_order_relaxed);
+  bool new_window = now - start >= _bk_opt.purge_delay_ms &&
+      atomic_compare_exchange_strong_explicit(&window_start_ms, &start, now, memory_order_relaxed,
+                                              memory_order_relaxed);
+  *touched = peak_update(
+      &touched_peak, _bk_segment_threaded_bytes() + atomic_load_explicit(&huge_live_bytes, memory_order_relaxed),
+      new_window);
+  return peak_update(&mapped_peak, mapped > cached ? mapped - cached : 0, new_window);
 }
 
 void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now) {

@@ -70,13 +70,16 @@ BRISK_INTERNAL page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind);
 BRISK_INTERNAL void _bk_segment_page_release(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_segment_page_freed(segment_t *seg, page_t *pg);
 BRISK_INTERNAL void _bk_segment_pages_delta(segment_t *seg, long pages);
+BRISK_INTERNAL void _bk_segment_threaded(long bytes);
+BRISK_INTERNAL size_t _bk_segment_threaded_bytes(void);
+BRISK_INTERNAL uint64_t _bk_page_resident_bits(segment_t *seg, const page_t *pg);
 BRISK_INTERNAL void _bk_segment_release(segment_t *seg);
 BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force);
 BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
 
 /* ---- cache_policy.c: how much the caches keep unpurged ------------------ */
 BRISK_INTERNAL void _bk_cache_note_huge_live(size_t added, size_t removed);
-BRISK_INTERNAL size_t _bk_cache_in_use_recently(uint64_t now, size_t cached);
+BRISK_INTERNAL size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched);
 /* A block taken back from a cache: purged or not, in it since cached_at. */
 BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now);
 BRISK_INTERNAL void _bk_cache_rebuild_end(void);

@@ -92,6 +92,7 @@ static void warm_put(heap_t *h, segment_t *seg) {
   /* Taken before its size is read: a purge pass on another thread may take
    * the hot block and unmap it at any moment (found by fuzz/fuzz_threads.c).
    * Only this thread, the heap's, puts one there. */
+  PUBLISH(seg->cached_dirty, seg->mapped_size); /* (what _bk_slots_put and trimming weigh) */
   segment_t *hot = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
   if (hot && seg->mapped_size < hot->mapped_size) {
     atomic_store_explicit(&h->huge_hot, hot, memory_order_release);

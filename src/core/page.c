@@ -47,6 +47,7 @@ void _bk_page_extend(page_t *pg) {
   pg->free = (block_t *)first;
 #endif
   PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);
+  _bk_segment_threaded((long)(count * bsize));
   page_secure_update(pg);
 }
 

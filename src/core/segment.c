@@ -58,10 +58,47 @@ void _bk_segment_unmap(segment_t *seg) {
  * in front, so finding a free page looks at the first segment only. */
 
 /* A heap's mapped_bytes counts the pages (and huge blocks) it holds. */
+/* Bytes of blocks threaded in pages in use, in every segment (owned,
+ * abandoned or of an explicit heap): the memory the program's blocks have
+ * touched, by which the caches measure its working set (cache_policy.c).
+ * Not pages: a page of 512 KiB may hold one block. Relaxed: a hint,
+ * changed when a page threads more blocks or goes back to its segment. */
+static _Atomic(size_t) threaded_bytes;
+
+void _bk_segment_threaded(long bytes) {
+  atomic_fetch_add_explicit(&threaded_bytes, (size_t)bytes, memory_order_relaxed);
+}
+
+size_t _bk_segment_threaded_bytes(void) { return atomic_load_explicit(&threaded_bytes, memory_order_relaxed); }
+
+static long page_threaded(const page_t *pg) { return (long)((size_t)pg->capacity * pg->block_size); }
+
 void _bk_segment_pages_delta(segment_t *seg, long pages) {
   if (seg->heap)
     atomic_fetch_add_explicit(&seg->heap->mapped_bytes, (size_t)(pages * ((long)1 << seg->page_shift)),
                               memory_order_relaxed);
+}
+
+/* ---- What a segment may hold resident ----------------------------------- *
+ * In 64ths of the segment (64 KiB), whatever its pages' size: a segment
+ * taken from the cache for another kind keeps what it touched before. */
+#define RESIDENT_SHIFT (SEGMENT_SHIFT - 6)
+
+static uint64_t resident_bits(const segment_t *seg, const uint8_t *start, size_t len, bool whole) {
+  if (len == 0) return 0;
+  size_t from = (size_t)(start - (const uint8_t *)seg), to = from + len; /* [from, to) */
+  size_t first = whole ? (from + ((size_t)1 << RESIDENT_SHIFT) - 1) >> RESIDENT_SHIFT : from >> RESIDENT_SHIFT;
+  size_t last = whole ? to >> RESIDENT_SHIFT : (to + ((size_t)1 << RESIDENT_SHIFT) - 1) >> RESIDENT_SHIFT;
+  if (last <= first) return 0;
+  uint64_t upto = last >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << last) - 1;
+  return upto & ~(((uint64_t)1 << first) - 1);
+}
+
+/* The 64ths the page's threaded blocks reach (it touches no further). */
+uint64_t _bk_page_resident_bits(segment_t *seg, const page_t *pg) {
+  size_t area, used = (size_t)pg->capacity * pg->block_size;
+  uint8_t *start = page_area(seg, (size_t)(pg - seg->pages), &area);
+  return resident_bits(seg, start, used < area ? used : area, false);
 }
 
 static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
@@ -84,8 +121,10 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
 static segment_t *segment_new(heap_t *h, unsigned kind) {
   segment_t *seg = _bk_segment_cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
-  if (!seg && !(seg = _bk_segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0))) return NULL;
+  bool fresh = !seg;
+  if (fresh && !(seg = _bk_segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0))) return NULL;
   seg->block_offset = 0;
+  if (fresh || seg->purged) seg->resident_mask = 1; /* the header's 64th */
   PUBLISH(seg->purged, 0);
   segment_setup(seg, h, kind);
   list_push_front(&h->segments[kind], &seg->link);
@@ -117,11 +156,13 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
   PUBLISH(pg->in_use, 0);
   page_secure_update(pg);
   PUBLISH(pg->needs_purge, 1);
+  seg->resident_mask |= _bk_page_resident_bits(seg, pg);
   pg->released_at_ms = _bk_os_now_ms();
   pg->free = pg->local_free = NULL;
   seg->free_page_mask |= (uint64_t)1 << idx;
   seg->pages_in_use--;
   _bk_segment_pages_delta(seg, -1);
+  _bk_segment_threaded(-page_threaded(pg));
 }
 
 /* For the full assertions: a page given back holds every block it threaded
@@ -159,6 +200,10 @@ void _bk_segment_release(segment_t *seg) {
    * gets it through the cache slot's acquire. */
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
   _bk_segment_pages_delta(seg, -(long)seg->pages_in_use);
+  /* (An explicit heap's destroy releases segments with pages in use.) */
+  if (seg->kind != SEG_HUGE)
+    for (uint32_t i = 0; seg->pages_in_use && i < seg->page_count; i++)
+      if (seg->pages[i].in_use) _bk_segment_threaded(-page_threaded(&seg->pages[i]));
   seg->heap = NULL;
   if (!_bk_segment_cache_put(seg)) _bk_segment_unmap(seg);
 }
@@ -182,8 +227,10 @@ void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
       continue;
     }
     /* A purge that did not happen (realtime mode) leaves the pages dirty. */
-    if (run && _bk_memory_purge(run, run_len))
+    if (run && _bk_memory_purge(run, run_len)) {
       for (uint32_t k = run_first; k < i; k++) PUBLISH(seg->pages[k].needs_purge, 0);
+      seg->resident_mask &= ~resident_bits(seg, run, run_len, true);
+    }
     run = NULL;
   }
 }

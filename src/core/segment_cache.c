@@ -28,8 +28,20 @@ static _Atomic(size_t) cached_dirty;
 
 static void dirty_account(segment_t *seg, bool add) {
   if (seg->purged) return;
-  if (add) atomic_fetch_add_explicit(&cached_dirty, seg->mapped_size, memory_order_relaxed);
-  else atomic_fetch_sub_explicit(&cached_dirty, seg->mapped_size, memory_order_relaxed);
+  if (add) atomic_fetch_add_explicit(&cached_dirty, seg->cached_dirty, memory_order_relaxed);
+  else atomic_fetch_sub_explicit(&cached_dirty, seg->cached_dirty, memory_order_relaxed);
+}
+
+/* What a paged segment holds resident as it enters the cache: the 64ths of
+ * it that blocks touched since they were last purged (segment.c), and
+ * those of pages still in use (an explicit heap's destroy). Counted by
+ * mapped size, a short thread's segments (a few MiB of blocks in 8 MiB)
+ * weighed as if all resident, and the cache purged them at once. */
+static size_t paged_resident(segment_t *seg) {
+  uint64_t mask = seg->resident_mask | 1;
+  for (uint32_t i = 0; i < seg->page_count; i++)
+    if (seg->pages[i].in_use) mask |= _bk_page_resident_bits(seg, &seg->pages[i]);
+  return (size_t)__builtin_popcountll(mask) << (SEGMENT_SHIFT - 6);
 }
 
 static void purge_cached(segment_t *seg);
@@ -51,8 +63,12 @@ static size_t cache_limit(void) { return _bk_opt.cache_cap + _bk_opt.reserve; }
  * Unpurged: the reserve, and what cache_policy.c allows. */
 static size_t cache_allowance(uint64_t now, size_t *dirty) {
   size_t limit = cache_limit();
-  size_t recent = _bk_cache_in_use_recently(now, atomic_load_explicit(&cached_bytes, memory_order_relaxed));
-  *dirty = _bk_opt.reserve + _bk_cache_dirty_allowance(_bk_opt.cache_cap / SHARED_DIRTY_SHARE, 2, recent, now);
+  size_t touched,
+      recent = _bk_cache_in_use_recently(now, atomic_load_explicit(&cached_bytes, memory_order_relaxed), &touched);
+  /* (An eighth more: what a cached segment holds is counted in 64ths of
+   * it, what blocks touched to the byte.) */
+  *dirty = _bk_opt.reserve +
+      _bk_cache_dirty_allowance(_bk_opt.cache_cap / SHARED_DIRTY_SHARE, 2, touched + touched / 8, now);
   return recent > limit ? recent : limit;
 }
 
@@ -81,6 +97,7 @@ bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since
       continue;
     PUBLISH(seg->state, SEG_STATE_CACHED);
     atomic_store_explicit(&slots[i].size_kind, slot_tag(seg), memory_order_relaxed);
+    atomic_store_explicit(&slots[i].dirty, seg->purged ? 0 : seg->cached_dirty, memory_order_relaxed);
     atomic_store_explicit(&slots[i].since_ms, since, memory_order_relaxed);
     atomic_store_explicit(&slots[i].seg, seg, memory_order_release);
     return true;
@@ -134,6 +151,7 @@ bool _bk_segment_cache_put(segment_t *seg) {
   /* A local copy: once in a slot the segment is another thread's to take. */
   uint64_t now = _bk_os_now_ms();
   seg->cached_at_ms = now;
+  PUBLISH(seg->cached_dirty, seg->kind == SEG_HUGE ? seg->mapped_size : paged_resident(seg));
   size_t dirty_max, allowance = cache_allowance(now, &dirty_max);
   if (!cache_reserve(seg->mapped_size, allowance)) return false;
   dirty_account(seg, true);
@@ -164,8 +182,10 @@ segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kin
 static void purge_cached(segment_t *seg) {
   uint8_t *header_end = (uint8_t *)seg +
       align_up(seg->kind == SEG_HUGE ? HUGE_BLOCK_OFFSET : sizeof(segment_t), OS_PAGE_SIZE);
-  if (_bk_memory_purge(header_end, (size_t)((uint8_t *)seg + seg->mapped_size - header_end)))
+  if (_bk_memory_purge(header_end, (size_t)((uint8_t *)seg + seg->mapped_size - header_end))) {
     PUBLISH(seg->purged, 1);
+    seg->resident_mask = 1;
+  }
 }
 
 /* Purges the unpurged segments in `slots`, oldest first, until those left
@@ -178,7 +198,7 @@ static void trim_dirty(cache_slot_t *slots, size_t n, size_t budget, bool counte
       segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_relaxed);
       size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
       if (!seg || seg == SLOT_BUSY || (tag & TAG_PURGED)) continue;
-      dirty += tag & ~(size_t)(OS_PAGE_SIZE - 1);
+      dirty += atomic_load_explicit(&slots[i].dirty, memory_order_relaxed);
       uint64_t since = atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
       if (since < oldest_since) {
         oldest_since = since;

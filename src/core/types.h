@@ -148,7 +148,11 @@ typedef struct segment {
   size_t mapped_size;      /* bytes of the mapping, which starts at the header */
   size_t block_offset;     /* huge: block start relative to the segment */
   uint64_t cached_at_ms;   /* huge/empty: when it entered a cache */
-  struct heap *heap;       /* owning heap (only the owner reads it) */
+  size_t cached_dirty;     /* in a cache: the bytes it holds resident (segment_cache.c) */
+  /* Paged: bit i set when the i-th 64th of the segment may be resident
+   * (touched by blocks since its last purge; segment.c). */
+  uint64_t resident_mask;
+  struct heap *heap; /* owning heap (only the owner reads it) */
   /* In its heap's segment list (owner), the abandoned list or an explicit
    * heap's huge blocks (under their locks). */
   list_node_t link;
@@ -169,6 +173,7 @@ typedef struct segment {
 typedef struct cache_slot {
   _Atomic(segment_t *) seg;
   _Atomic(size_t) size_kind; /* mapped size | kind | purged bit */
+  _Atomic(size_t) dirty;     /* the segment's cached_dirty */
   _Atomic(uint64_t) since_ms;
 } cache_slot_t;
 

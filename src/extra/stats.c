@@ -94,7 +94,7 @@ int _bk_stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
     if (state == SEG_STATE_CACHED) {
       st->cached += mapped;
       ++*free_chunks;
-      if (!PEEK(seg->purged)) st->committed += mapped;
+      if (!PEEK(seg->purged)) st->committed += PEEK(seg->cached_dirty); /* (what it holds resident) */
     } else if (state == SEG_STATE_HUGE) {
       brisk_tier_stats_t *t = &st->tiers[BRISK_TIER_HUGE];
       t->live_blocks++;
