@@ -57,7 +57,6 @@ void _bk_segment_unmap(segment_t *seg) {
  * A heap keeps its segments of each kind in a list, those with a free page
  * in front, so finding a free page looks at the first segment only. */
 
-/* A heap's mapped_bytes counts the pages (and huge blocks) it holds. */
 /* Bytes of blocks threaded in pages in use, in every segment (owned,
  * abandoned or of an explicit heap): the memory the program's blocks have
  * touched, by which the caches measure its working set (cache_policy.c).
@@ -86,10 +85,16 @@ void _bk_segment_threaded_flush(void) {
   threaded_pending = 0;
 }
 
-size_t _bk_segment_threaded_bytes(void) { return atomic_load_explicit(&threaded_bytes, memory_order_relaxed); }
+/* (Below zero for a moment when one thread's frees are added before the
+ * extensions another still holds back.) */
+size_t _bk_segment_threaded_bytes(void) {
+  size_t bytes = atomic_load_explicit(&threaded_bytes, memory_order_relaxed);
+  return (ptrdiff_t)bytes < 0 ? 0 : bytes;
+}
 
 static long page_threaded(const page_t *pg) { return (long)((size_t)pg->capacity * pg->block_size); }
 
+/* A heap's mapped_bytes counts the pages (and huge blocks) it holds. */
 void _bk_segment_pages_delta(segment_t *seg, long pages) {
   if (seg->heap)
     atomic_fetch_add_explicit(&seg->heap->mapped_bytes, (size_t)(pages * ((long)1 << seg->page_shift)),
