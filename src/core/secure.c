@@ -28,6 +28,18 @@ void _bk_secure_corrupted_link(const void *at, const void *link) {
             at, link);
 }
 
+block_t *_bk_secure_corrupted_link_jump(const block_t *at) { _bk_secure_corrupted_link(at, link_get(at)); }
+
+void _bk_secure_corrupted_hot_list(const void *list) {
+  const hot_list_t *hl = list;
+  const block_t *b = hl->head;
+  /* A head without its mark is the list's bad link. */
+  if (BRISK_SECURE && ((const uintptr_t *)b)[1] != freed_mark(b, hl->block_size)) _bk_secure_corrupted_link(hl, b);
+  _bk_secure_corrupted_link(b, link_get(b));
+}
+
+block_t *_bk_secure_corrupted_hot_list_jump(const void *list) { _bk_secure_corrupted_hot_list(list); }
+
 void _bk_secure_bad_free(const char *call, const void *p, const char *misuse) {
   _bk_fatal("%s(%p): %s", call, p, misuse);
 }
@@ -43,7 +55,8 @@ static void check_huge(const char *call, segment_t *seg, const void *p, bool fre
 
 static void check_paged(const char *call, page_t *pg, const void *p, bool freeing) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
-  if (off >= PEEK(pg->secure_end)) _bk_secure_bad_free(call, p, "not a block brisk handed out (invalid pointer)");
+  if (off >= (uintptr_t)PEEK(pg->secure_granules) * BLOCK_ALIGN)
+    _bk_secure_bad_free(call, p, "not a block brisk handed out (invalid pointer)");
   uint32_t inside = (uint32_t)off % (uint32_t)pg->block_size;
   /* Over-aligned blocks (alignment 32 and up) start inside their blocks,
    * at the pointer their mark names (block_aligned_inside). */
@@ -51,10 +64,10 @@ static void check_paged(const char *call, page_t *pg, const void *p, bool freein
   if (inside && (!(PEEK(pg->flags) & PAGE_HAS_ALIGNED) || ((uintptr_t)p & (2 * BLOCK_ALIGN - 1))))
     _bk_secure_bad_free(call, p, interior);
   uintptr_t *words = (uintptr_t *)((uintptr_t)p - inside);
-  if (words[1] == freed_mark((block_t *)words))
+  if (words[1] == freed_mark((block_t *)words, pg->block_size))
     _bk_secure_bad_free(call, p, "double free (the block is already free)");
   if (inside && words[0] != aligned_mark(p)) _bk_secure_bad_free(call, p, interior);
-  if (freeing) words[1] = freed_mark((block_t *)words);
+  if (freeing) words[1] = freed_mark((block_t *)words, pg->block_size);
 }
 
 void _bk_secure_check_block(const char *call, const void *p, bool freeing) {
@@ -125,7 +138,7 @@ block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, 
     /* Marked free, as a freed block is: a page's memory may have been
      * purged (zero) or held other blocks before, and a free of a block
      * that was never handed out is a double free too. */
-    ((uintptr_t *)b)[1] = (uintptr_t)b ^ keys.freed;
+    ((uintptr_t *)b)[1] = (uintptr_t)b ^ keys.freed ^ bsize;
     if (prev) prev->next = link_encode(keys, prev, b);
     else head = b;
     prev = b;

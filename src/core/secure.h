@@ -30,6 +30,15 @@ extern BRISK_INTERNAL secure_keys_t _bk_keys;
 
 BRISK_INTERNAL void _bk_secure_init(void);
 BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const void *link);
+/* The link at b failed its check: the same, declared to return what a
+ * fast path returns (it never does), so that the fast path calls it as its
+ * last act, a jump, and passes no more than it must (no stack frame, no
+ * register kept for the report). */
+BRISK_INTERNAL block_t *_bk_secure_corrupted_link_jump(const block_t *at);
+/* A hot list's check failed (hot_link_ok, fast_path.h): its head's mark or
+ * its head's link. */
+BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_hot_list(const void *list);
+BRISK_INTERNAL block_t *_bk_secure_corrupted_hot_list_jump(const void *list);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
 /* (Not in the checked library, which hands fresh blocks out in order.) */
@@ -51,10 +60,19 @@ static inline uintptr_t rotate_right(uintptr_t x, unsigned r) {
   return (x >> r) | (x << ((64 - r) & 63));
 }
 
-/* The stored form of a link from `at` to `next`, under keys k. */
+/* The stored form of a link from `at` to `next`, under keys k: rotated
+ * between the xor and the add, so that the add's carries mix bits the xor
+ * leaves in place. The rotation is by a constant (an immediate operand):
+ * the secret is the two keys, 128 bits, as before, when it was by
+ * link_xor's low 6 bits, which added no secret of its own. Either way, to
+ * forge a link one must recover both keys (from links whose addresses one
+ * knows); a secret rotation made that at most 64 times more work, 6 bits
+ * against 128. What it cost was a copy of the key into the one register a
+ * variable rotation takes, and a slower rotation, on every malloc and free. */
+#define LINK_ROTATION 29
 static inline block_t *link_encode(const secure_keys_t k, const block_t *at, const block_t *next) {
   uintptr_t x = (uintptr_t)next ^ (uintptr_t)at ^ k.link_xor;
-  return (block_t *)(rotate_left(x, (unsigned)k.link_xor) + k.link_add);
+  return (block_t *)(rotate_left(x, LINK_ROTATION) + k.link_add);
 }
 
 static inline void link_set(block_t *b, const block_t *next) {
@@ -69,43 +87,39 @@ static inline void link_set(block_t *b, const block_t *next) {
 static inline block_t *link_get(const block_t *b) {
 #if BRISK_SECURE
   uintptr_t x = (uintptr_t)b->next - _bk_keys.link_add;
-  return (block_t *)(rotate_right(x, (unsigned)_bk_keys.link_xor) ^ (uintptr_t)b ^ _bk_keys.link_xor);
+  /* b ^ link_xor does not wait for the load of the link. */
+  return (block_t *)(rotate_right(x, LINK_ROTATION) ^ ((uintptr_t)b ^ _bk_keys.link_xor));
 #else
   return b->next;
 #endif
 }
 
-/* Inside the blocks the page has threaded (no division: a same-page
- * target is what an attacker cannot forge without the secret). */
+/* Inside the blocks the page has threaded, at a multiple of BLOCK_ALIGN
+ * (no division: a same-page target is what an attacker cannot forge
+ * without the secret). Rotating the offset right by 4 moves a misaligned
+ * offset's low bits to the top, past any count: one compare tests both. */
 static inline bool page_holds(const page_t *pg, const void *p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
 #if BRISK_SECURE
-  uintptr_t end = pg->secure_end;
+  _Static_assert(BLOCK_ALIGN == 16, "secure_granules counts 16-byte units");
+  return rotate_right(off, 4) < pg->secure_granules;
 #else
-  uintptr_t end = (uintptr_t)pg->capacity * pg->block_size;
+  return off < (uintptr_t)pg->capacity * pg->block_size && (off & (BLOCK_ALIGN - 1)) == 0;
 #endif
-  return (uintptr_t)p - (uintptr_t)pg->start < end && ((uintptr_t)p & (BLOCK_ALIGN - 1)) == 0;
 }
 
-/* The next block of a page's list, which must be in the same page. */
+/* The next block of a page's list, which must be in the same page. NULL
+ * (the list's end) fails page_holds too, and is told apart only then. */
 static inline block_t *link_get_in_page(const page_t *pg, const block_t *b) {
   block_t *next = link_get(b);
   /* (The checked library checks it where the block is handed out, and
    * reports it with stacks: checked_block.c.) */
 #if BRISK_SECURE && !BRISK_CHECKED
-  if (unlikely(next && !page_holds(pg, next))) _bk_secure_corrupted_link(b, next);
+  if (unlikely(!page_holds(pg, next)) && next) _bk_secure_corrupted_link(b, next);
 #else
   (void)pg;
 #endif
   return next;
-}
-
-/* A block of `block_size` bytes in a page in use (the next block of a hot
- * list): what page_holding checks, with one lookup fewer. A page not in
- * use, and a huge segment's pages[0], have no blocks by their secure_end. */
-static inline bool block_of_size(const void *p, size_t block_size) {
-  if (!chunk_starts_segment(p)) return false;
-  const page_t *pg = page_of((segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK), p);
-  return page_holds(pg, p) && pg->block_size == block_size;
 }
 
 /* The page of a block on a list that spans pages (hot lists, a heap's
@@ -119,7 +133,13 @@ static inline page_t *page_holding(const void *p) {
 
 /* ---- Marks of freed blocks ---------------------------------------------- */
 
-static inline uintptr_t freed_mark(const block_t *b) { return (uintptr_t)b ^ _bk_keys.freed; }
+/* Keyed by the block's address and size: a free of the block while it is
+ * free is told by its mark, and a hot list (which spans pages) tells by it
+ * that a block it is to hand out was freed as one of its class
+ * (hot_unlink). */
+static inline uintptr_t freed_mark(const block_t *b, size_t block_size) {
+  return (uintptr_t)b ^ _bk_keys.freed ^ block_size;
+}
 
 /* Every block a page hands out (page_pop, hot_pop) loses the mark. The
  * checked library verifies there first that a freed block was not written
@@ -158,13 +178,39 @@ static inline void block_aligned_inside(void *block, const void *p) {
  * when it leaves use (or is a huge segment's pages[0]). */
 static inline void page_secure_update(page_t *pg) {
 #if BRISK_SECURE
-  /* c = 2^64 / size + 1 tests "offset is a multiple of the size" as
-   * offset * c <= c - 1 (mod 2^64) for 32-bit offsets (Lemire, Kaser and
-   * Kurz): a multiply instead of a division on every free. */
-  if (pg->in_use) PUBLISH(pg->secure_multiple, UINT64_MAX / pg->block_size + 1);
-  PUBLISH(pg->secure_end, pg->in_use ? (uint32_t)(pg->capacity * pg->block_size) : 0);
+  /* The inverse and shift of secure_block_index first, then the counts
+   * they are compared with (a page not in use keeps its last ones). */
+  if (pg->in_use) {
+    size_t size = pg->block_size;
+    unsigned shift = (unsigned)__builtin_ctzl(size);
+    uint64_t odd = size >> shift, inverse = odd;              /* right in 3 bits: odd * odd = 1 mod 8 */
+    for (int i = 0; i < 5; i++) inverse *= 2 - odd * inverse; /* Newton: 6, 12, 24, 48, 96 bits */
+    PUBLISH(pg->secure_inverse, inverse);
+    PUBLISH(pg->secure_shift, (uint8_t)shift);
+  }
+  uint32_t n = pg->in_use ? pg->capacity : 0;
+  PUBLISH(pg->secure_count, n);
+  PUBLISH(pg->secure_granules, (uint32_t)(n * pg->block_size / BLOCK_ALIGN));
 #else
   (void)pg;
+#endif
+}
+
+/* The index of the block of pg that starts at p, or a number at or above
+ * secure_count when no block of pg starts there. For a block size of
+ * odd * 2^shift, off * inverse(odd) is the index shifted left by shift
+ * exactly when off is a multiple of the size (mod 2^64 the multiply is a
+ * bijection; Granlund and Montgomery): rotating right by shift then gives
+ * the index, and any other offset a number with a high bit set, or one
+ * whose multiple of the size is not off, so above the count (n * size
+ * < 2^64). One multiply, no division, one compare for range and multiple. */
+static inline uintptr_t secure_block_index(const page_t *pg, const void *p) {
+#if BRISK_SECURE
+  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
+  return rotate_right(off * PEEK(pg->secure_inverse), PEEK(pg->secure_shift));
+#else
+  (void)pg, (void)p;
+  return 0;
 #endif
 }
 
@@ -176,12 +222,8 @@ static inline void page_secure_update(page_t *pg) {
  * keeps no register across a call. */
 static inline bool secure_free_quick(page_t *pg, void *p) {
 #if BRISK_SECURE
-  /* Within a segment, offsets fit 32 bits. */
-  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
-  uint64_t c = PEEK(pg->secure_multiple);
-  uintptr_t *words = p, mark = freed_mark(p);
-  if (unlikely(off >= PEEK(pg->secure_end) || (uint64_t)(uint32_t)off * c > c - 1 || words[1] == mark))
-    return false;
+  uintptr_t *words = p, mark = freed_mark(p, pg->block_size);
+  if (unlikely(secure_block_index(pg, p) >= PEEK(pg->secure_count) || words[1] == mark)) return false;
   words[1] = mark;
 #else
   (void)pg, (void)p;

@@ -100,13 +100,18 @@ typedef struct page {
   size_t block_size;
   uint8_t *start; /* first block */
 #if BRISK_SECURE
-  /* What a free checks (secure.h), kept beside start so that the check
-   * loads no more than the lines a free touches anyway: the bytes of
-   * threaded blocks from start, 0 while the page is not in use (and on a
-   * huge segment's pages[0]: such a free fails the range test and goes out
-   * of line); and the class's multiple test. Both PUBLISHed by the owner. */
-  uint32_t secure_end;
-  uint64_t secure_multiple;
+  /* What the secure checks read (secure.h), kept beside start so that they
+   * load no more than the lines a malloc or free touches anyway. All 0
+   * while the page is not in use (and on a huge segment's pages[0]: such a
+   * free fails the test and goes out of line). PUBLISHed by the owner.
+   *   secure_granules  16-byte units of threaded blocks from start (links)
+   *   secure_count     blocks threaded (frees)
+   *   secure_inverse,  the block size is odd * 2^shift: the odd factor's
+   *   secure_shift     inverse mod 2^64, and shift (frees) */
+  uint32_t secure_granules;
+  uint32_t secure_count;
+  uint64_t secure_inverse;
+  uint8_t secure_shift;
 #endif
   /* Remote frees: an atomic LIFO with state bits (remote_free.c says how
    * each step is ordered). */
