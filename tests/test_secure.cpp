@@ -84,15 +84,17 @@ TEST_F(SecureDeath, PoisonedLinkOfABlockFreedByAnotherThreadAborts) {
 }
 
 TEST_F(SecureDeath, WriteAfterFreeOfAHotBlockAborts) {
-  // A hot list (sizes above 1 KiB) hands out only a block that still holds
-  // the mark its free wrote in its second word.
+  // A hot list (sizes above 1 KiB) follows a link only to a block that
+  // still holds the mark its free wrote in its second word.
   for (size_t size : {4000u, 40000u}) {
     SCOPED_TRACE(size);
     EXPECT_DEATH(
         {
           void *keep = brisk_malloc(size);
           void *victim = brisk_malloc(size);
+          void *head = brisk_malloc(size);
           brisk_free(victim);
+          brisk_free(head);  // links to victim
           poke_word((uintptr_t *)victim + 1, 0x4141414141414141);
           g_sink = brisk_malloc(size);
           brisk_free(keep);

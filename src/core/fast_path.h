@@ -18,7 +18,10 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
   block_t *next = link_get(b);
 #if BRISK_SECURE && !BRISK_CHECKED
   /* As link_get_in_page, but the report is this function's last act (a
-   * jump): malloc then needs no stack frame for a call. */
+   * jump): malloc then needs no stack frame for a call. The empty asm
+   * hides how next was computed, so that the rare test for NULL reads
+   * next, not a copy of a step before it that the compiler would keep. */
+  __asm__("" : "+r"(next));
   if (unlikely(!page_holds(pg, next)) && next) return _bk_secure_corrupted_link_jump(b);
 #endif
   pg->free = next;
@@ -33,17 +36,20 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
 }
 
 /* The heap's hot lists (hot.c): the larger classes' recent frees. A hot
- * list spans pages, so its links are checked without a page: the block
- * handed out (b, its head) must hold the mark its free wrote, keyed by its
- * address and the class's size (which no one forges without the key), and
- * the link it holds must lead into a segment, where the next pop reads
- * that block's two words (in the line it reads anyway). */
-static inline bool hot_link_ok(const hot_list_t *hl, const block_t *b, const block_t *next) {
+ * list spans pages, so its links are checked without a page: a link must
+ * lead into a segment (the chunk map), to a block that holds the mark its
+ * free wrote, keyed by its address and the class's size, which no one
+ * forges without the key. The blocks are those freed last, so the read of
+ * that mark finds its line in the cache as a rule (the list exists for
+ * that), and the end of a list (the one block of a malloc-free loop)
+ * costs no more than its test. */
+static inline bool hot_link_ok(const hot_list_t *hl, const block_t *next) {
 #if BRISK_SECURE
-  if (unlikely(((const uintptr_t *)b)[1] != freed_mark(b, hl->block_size))) return false;
-  return !next || likely(chunk_starts_segment(next));
+  return !next ||
+      (likely(chunk_starts_segment(next)) &&
+       likely(((const uintptr_t *)next)[1] == freed_mark(next, hl->block_size)));
 #else
-  (void)hl, (void)b, (void)next;
+  (void)hl, (void)next;
   return true;
 #endif
 }
@@ -56,7 +62,7 @@ static inline __attribute__((always_inline)) void hot_unlinked(heap_t *h, hot_li
 
 static inline block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
   block_t *b = hl->head, *next = link_get(b);
-  if (!hot_link_ok(hl, b, next)) _bk_secure_corrupted_hot_list(hl);
+  if (unlikely(!hot_link_ok(hl, next))) _bk_secure_corrupted_link(b, next);
   hot_unlinked(h, hl, next);
   return b;
 }
@@ -64,7 +70,7 @@ static inline block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
 static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_list_t *hl, size_t size) {
   block_t *b = hl->head, *next = link_get(b);
   /* (The report is a jump, as in page_pop.) */
-  if (!hot_link_ok(hl, b, next)) return _bk_secure_corrupted_hot_list_jump(hl);
+  if (unlikely(!hot_link_ok(hl, next))) return _bk_secure_corrupted_link_jump(b);
   hot_unlinked(h, hl, next);
   __builtin_prefetch(next); /* as in page_pop */
   stat_add(&h->stat_requested, size);

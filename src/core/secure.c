@@ -30,15 +30,6 @@ void _bk_secure_corrupted_link(const void *at, const void *link) {
 
 block_t *_bk_secure_corrupted_link_jump(const block_t *at) { _bk_secure_corrupted_link(at, link_get(at)); }
 
-void _bk_secure_corrupted_hot_list(const void *list) {
-  const hot_list_t *hl = list;
-  const block_t *b = hl->head;
-  /* A head without its mark is the list's bad link. */
-  if (BRISK_SECURE && ((const uintptr_t *)b)[1] != freed_mark(b, hl->block_size)) _bk_secure_corrupted_link(hl, b);
-  _bk_secure_corrupted_link(b, link_get(b));
-}
-
-block_t *_bk_secure_corrupted_hot_list_jump(const void *list) { _bk_secure_corrupted_hot_list(list); }
 
 void _bk_secure_bad_free(const char *call, const void *p, const char *misuse) {
   _bk_fatal("%s(%p): %s", call, p, misuse);

@@ -35,10 +35,6 @@ BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const vo
  * last act, a jump, and passes no more than it must (no stack frame, no
  * register kept for the report). */
 BRISK_INTERNAL block_t *_bk_secure_corrupted_link_jump(const block_t *at);
-/* A hot list's check failed (hot_link_ok, fast_path.h): its head's mark or
- * its head's link. */
-BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_hot_list(const void *list);
-BRISK_INTERNAL block_t *_bk_secure_corrupted_hot_list_jump(const void *list);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
 /* (Not in the checked library, which hands fresh blocks out in order.) */
@@ -87,8 +83,7 @@ static inline void link_set(block_t *b, const block_t *next) {
 static inline block_t *link_get(const block_t *b) {
 #if BRISK_SECURE
   uintptr_t x = (uintptr_t)b->next - _bk_keys.link_add;
-  /* b ^ link_xor does not wait for the load of the link. */
-  return (block_t *)(rotate_right(x, LINK_ROTATION) ^ ((uintptr_t)b ^ _bk_keys.link_xor));
+  return (block_t *)(rotate_right(x, LINK_ROTATION) ^ _bk_keys.link_xor ^ (uintptr_t)b);
 #else
   return b->next;
 #endif
@@ -174,23 +169,31 @@ static inline void block_aligned_inside(void *block, const void *p) {
 #endif
 }
 
-/* The secure fields of a page (types.h) as its blocks are threaded, and
- * when it leaves use (or is a huge segment's pages[0]). */
+/* The fixed secure fields of a page (types.h), set where its block size is
+ * (page init), before any of its blocks is handed out: a free on another
+ * thread reads them, as it reads block_size and start, without an atomic
+ * load (which the compiler would not fold into the multiply). */
+static inline void page_secure_init(page_t *pg) {
+#if BRISK_SECURE
+  size_t size = pg->block_size;
+  unsigned shift = (unsigned)__builtin_ctzl(size);
+  uint64_t odd = size >> shift, inverse = odd;              /* right in 3 bits: odd * odd = 1 mod 8 */
+  for (int i = 0; i < 5; i++) inverse *= 2 - odd * inverse; /* Newton: 6, 12, 24, 48, 96 bits */
+  PUBLISH(pg->secure_inverse, inverse);
+  PUBLISH(pg->secure_shift, (uint8_t)shift);
+#else
+  (void)pg;
+#endif
+}
+
+/* The counts of a page's threaded blocks, as its blocks are threaded, and
+ * when it leaves use (or is a huge segment's pages[0]): 0, so that no free
+ * passes the fast check (a page not in use keeps its last inverse). */
 static inline void page_secure_update(page_t *pg) {
 #if BRISK_SECURE
-  /* The inverse and shift of secure_block_index first, then the counts
-   * they are compared with (a page not in use keeps its last ones). */
-  if (pg->in_use) {
-    size_t size = pg->block_size;
-    unsigned shift = (unsigned)__builtin_ctzl(size);
-    uint64_t odd = size >> shift, inverse = odd;              /* right in 3 bits: odd * odd = 1 mod 8 */
-    for (int i = 0; i < 5; i++) inverse *= 2 - odd * inverse; /* Newton: 6, 12, 24, 48, 96 bits */
-    PUBLISH(pg->secure_inverse, inverse);
-    PUBLISH(pg->secure_shift, (uint8_t)shift);
-  }
-  uint32_t n = pg->in_use ? pg->capacity : 0;
+  uint64_t n = pg->in_use ? pg->capacity : 0;
   PUBLISH(pg->secure_count, n);
-  PUBLISH(pg->secure_granules, (uint32_t)(n * pg->block_size / BLOCK_ALIGN));
+  PUBLISH(pg->secure_granules, n * pg->block_size / BLOCK_ALIGN);
 #else
   (void)pg;
 #endif
@@ -207,7 +210,7 @@ static inline void page_secure_update(page_t *pg) {
 static inline uintptr_t secure_block_index(const page_t *pg, const void *p) {
 #if BRISK_SECURE
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
-  return rotate_right(off * PEEK(pg->secure_inverse), PEEK(pg->secure_shift));
+  return rotate_right(off * pg->secure_inverse, pg->secure_shift);
 #else
   (void)pg, (void)p;
   return 0;
@@ -222,8 +225,9 @@ static inline uintptr_t secure_block_index(const page_t *pg, const void *p) {
  * keeps no register across a call. */
 static inline bool secure_free_quick(page_t *pg, void *p) {
 #if BRISK_SECURE
+  if (unlikely(secure_block_index(pg, p) >= PEEK(pg->secure_count))) return false;
   uintptr_t *words = p, mark = freed_mark(p, pg->block_size);
-  if (unlikely(secure_block_index(pg, p) >= PEEK(pg->secure_count) || words[1] == mark)) return false;
+  if (unlikely(words[1] == mark)) return false;
   words[1] = mark;
 #else
   (void)pg, (void)p;

@@ -108,8 +108,8 @@ typedef struct page {
    *   secure_count     blocks threaded (frees)
    *   secure_inverse,  the block size is odd * 2^shift: the odd factor's
    *   secure_shift     inverse mod 2^64, and shift (frees) */
-  uint32_t secure_granules;
-  uint32_t secure_count;
+  uint64_t secure_granules; /* (64-bit: compared with a 64-bit value, */
+  uint64_t secure_count;    /* the checks load them as the compare's operand) */
   uint64_t secure_inverse;
   uint8_t secure_shift;
 #endif
