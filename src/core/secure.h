@@ -225,7 +225,7 @@ static inline uintptr_t secure_block_index(const page_t *pg, const void *p) {
  * keeps no register across a call. */
 static inline bool secure_free_quick(page_t *pg, void *p) {
 #if BRISK_SECURE
-  if (unlikely(secure_block_index(pg, p) >= PEEK(pg->secure_count))) return false;
+  if (unlikely(secure_block_index(pg, p) >= PEEK_OPERAND(pg->secure_count))) return false;
   uintptr_t *words = p, mark = freed_mark(p, pg->block_size);
   if (unlikely(words[1] == mark)) return false;
   words[1] = mark;
