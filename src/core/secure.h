@@ -83,7 +83,13 @@ static inline void link_set(block_t *b, const block_t *next) {
 static inline block_t *link_get(const block_t *b) {
 #if BRISK_SECURE
   uintptr_t x = (uintptr_t)b->next - _bk_keys.link_add;
-  return (block_t *)(rotate_right(x, LINK_ROTATION) ^ _bk_keys.link_xor ^ (uintptr_t)b);
+  /* b ^ link_xor does not wait for the load of the link, so the decode
+   * adds three steps to a pop's chain of loads (the next pop waits for it),
+   * not four. The empty asm keeps the compiler from folding link_xor back
+   * in as a memory operand of a fourth step. */
+  uintptr_t pad = (uintptr_t)b ^ _bk_keys.link_xor;
+  __asm__("" : "+r"(pad));
+  return (block_t *)(rotate_right(x, LINK_ROTATION) ^ pad);
 #else
   return b->next;
 #endif
