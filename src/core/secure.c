@@ -61,15 +61,14 @@ static void check_paged(const char *call, page_t *pg, const void *p, bool freein
   if (freeing) words[1] = freed_mark((block_t *)words, pg->block_size);
 }
 
-void _bk_secure_check_block(const char *call, const void *p, bool freeing) {
-  if (!p) return;
+segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing) {
+  if (!p) return NULL;
   segment_t *seg = segment_of(p);
   if (!seg) _bk_secure_bad_free(call, p, "pointer was not allocated by brisk (foreign or invalid pointer)");
   if (PEEK(seg->kind) == SEG_HUGE) check_huge(call, seg, p, freeing);
   else check_paged(call, page_of(seg, p), p, freeing);
+  return seg;
 }
-#else
-void _bk_secure_check_block(const char *call, const void *p, bool freeing) { (void)call, (void)p, (void)freeing; }
 #endif
 
 /* Guard pages after the header and at the end of a fresh mapping; they stay

@@ -41,8 +41,21 @@ BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
 BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail);
 /* The secure checks of a free (freeing) or realloc of p, in full: p must
  * be the start of a live block (or inside one, on a page that handed out
- * over-aligned blocks); a free marks it free. Aborts with the misuse. */
-BRISK_INTERNAL void _bk_secure_check_block(const char *call, const void *p, bool freeing);
+ * over-aligned blocks); a free marks it free. Aborts with the misuse, else
+ * returns p's segment (NULL for NULL). */
+BRISK_INTERNAL segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing);
+
+/* p's segment (NULL for NULL and foreign pointers), checked in full first
+ * in the secure library, which looks it up once for both (frees of huge
+ * blocks, and every free the fast path sends out of line, come here). */
+static inline segment_t *segment_checked(const char *call, const void *p, bool freeing) {
+#if BRISK_SECURE
+  return _bk_secure_check_block(call, p, freeing);
+#else
+  (void)call, (void)freeing;
+  return segment_of(p);
+#endif
+}
 
 /* ---- Links -------------------------------------------------------------- */
 
