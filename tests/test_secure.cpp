@@ -220,7 +220,7 @@ TEST_F(SecureDeath, InteriorPointerEveryTier) {
 
 TEST_F(SecureDeath, InteriorPointerOfEveryKindOfClassAborts) {
   // The free fast path tells a block's start by a multiply (secure.h,
-  // secure_block_index): sizes with an odd factor of 1, 3, 5 and 7, times
+  // secure_block_start): sizes with an odd factor of 1, 3, 5 and 7, times
   // small and large powers of two; pointers 8 and 16 bytes in, and one
   // granule before the next block.
   for (size_t size : {16u, 48u, 80u, 112u, 160u, 192u, 224u, 320u, 448u, 1280u, 3584u, 40960u, 229376u}) {

@@ -199,40 +199,41 @@ static inline void page_secure_init(page_t *pg) {
   uint64_t odd = size >> shift, inverse = odd;              /* right in 3 bits: odd * odd = 1 mod 8 */
   for (int i = 0; i < 5; i++) inverse *= 2 - odd * inverse; /* Newton: 6, 12, 24, 48, 96 bits */
   PUBLISH(pg->secure_inverse, inverse);
-  PUBLISH(pg->secure_shift, (uint8_t)shift);
+  PUBLISH(pg->secure_mask, ((uint64_t)1 << shift) - 1);
 #else
   (void)pg;
 #endif
 }
 
-/* The counts of a page's threaded blocks, as its blocks are threaded, and
+/* The bounds of a page's threaded blocks, as its blocks are threaded, and
  * when it leaves use (or is a huge segment's pages[0]): 0, so that no free
  * passes the fast check (a page not in use keeps its last inverse). */
 static inline void page_secure_update(page_t *pg) {
 #if BRISK_SECURE
   uint64_t n = pg->in_use ? pg->capacity : 0;
-  PUBLISH(pg->secure_count, n);
+  PUBLISH(pg->secure_limit, n << __builtin_ctzl(pg->block_size));
   PUBLISH(pg->secure_granules, n * pg->block_size / BLOCK_ALIGN);
 #else
   (void)pg;
 #endif
 }
 
-/* The index of the block of pg that starts at p, or a number at or above
- * secure_count when no block of pg starts there. For a block size of
- * odd * 2^shift, off * inverse(odd) is the index shifted left by shift
- * exactly when off is a multiple of the size (mod 2^64 the multiply is a
- * bijection; Granlund and Montgomery): rotating right by shift then gives
- * the index, and any other offset a number with a high bit set, or one
- * whose multiple of the size is not off, so above the count (n * size
- * < 2^64). One multiply, no division, one compare for range and multiple. */
-static inline uintptr_t secure_block_index(const page_t *pg, const void *p) {
+/* Whether p is the start of one of the blocks pg has threaded, with no
+ * division. For a block size of odd * 2^shift, t = off * inverse(odd) (mod
+ * 2^64, where the multiply is a bijection; Granlund and Montgomery) is the
+ * block's index shifted left by shift exactly when off is a multiple of
+ * the size: so off is the start of block u < n if and only if t < n << shift
+ * and t's low shift bits are 0 (then off = t * odd = u * size, mod 2^64,
+ * and u * size < 2^64). One multiply and two tests of its product; a
+ * rotation by shift would fold them into one compare, but a rotation by a
+ * variable count made the free of a malloc-free loop 10% slower. */
+static inline bool secure_block_start(const page_t *pg, const void *p) {
 #if BRISK_SECURE
-  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
-  return rotate_right(off * pg->secure_inverse, pg->secure_shift);
+  uint64_t t = ((uintptr_t)p - (uintptr_t)pg->start) * pg->secure_inverse;
+  return t < PEEK_OPERAND(pg->secure_limit) && (t & pg->secure_mask) == 0;
 #else
   (void)pg, (void)p;
-  return 0;
+  return true;
 #endif
 }
 
@@ -244,7 +245,7 @@ static inline uintptr_t secure_block_index(const page_t *pg, const void *p) {
  * keeps no register across a call. */
 static inline bool secure_free_quick(page_t *pg, void *p) {
 #if BRISK_SECURE
-  if (unlikely(secure_block_index(pg, p) >= PEEK_OPERAND(pg->secure_count))) return false;
+  if (unlikely(!secure_block_start(pg, p))) return false;
   uintptr_t *words = p, mark = freed_mark(p, pg->block_size);
   if (unlikely(words[1] == mark)) return false;
   words[1] = mark;

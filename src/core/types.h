@@ -105,13 +105,13 @@ typedef struct page {
    * while the page is not in use (and on a huge segment's pages[0]: such a
    * free fails the test and goes out of line). PUBLISHed by the owner.
    *   secure_granules  16-byte units of threaded blocks from start (links)
-   *   secure_count     blocks threaded (frees)
    *   secure_inverse,  the block size is odd * 2^shift: the odd factor's
-   *   secure_shift     inverse mod 2^64, and shift (frees) */
+   *   secure_mask,     inverse mod 2^64, 2^shift - 1, and the count of
+   *   secure_limit     threaded blocks shifted left by shift (frees) */
   uint64_t secure_granules; /* (64-bit: compared with a 64-bit value, */
-  uint64_t secure_count;    /* the checks load them as the compare's operand) */
+  uint64_t secure_limit;    /* the checks load them as the compare's operand) */
   uint64_t secure_inverse;
-  uint8_t secure_shift;
+  uint64_t secure_mask;
 #endif
   /* Remote frees: an atomic LIFO with state bits (remote_free.c says how
    * each step is ordered). */
