@@ -200,6 +200,7 @@ static inline void page_secure_init(page_t *pg) {
   for (int i = 0; i < 5; i++) inverse *= 2 - odd * inverse; /* Newton: 6, 12, 24, 48, 96 bits */
   PUBLISH(pg->secure_inverse, inverse);
   PUBLISH(pg->secure_mask, ((uint64_t)1 << shift) - 1);
+  PUBLISH(pg->secure_mark_key, freed_mark(NULL, size));
 #else
   (void)pg;
 #endif
@@ -246,7 +247,7 @@ static inline bool secure_block_start(const page_t *pg, const void *p) {
 static inline bool secure_free_quick(page_t *pg, void *p) {
 #if BRISK_SECURE
   if (unlikely(!secure_block_start(pg, p))) return false;
-  uintptr_t *words = p, mark = freed_mark(p, pg->block_size);
+  uintptr_t *words = p, mark = (uintptr_t)p ^ pg->secure_mark_key; /* freed_mark(p, block_size) */
   if (unlikely(words[1] == mark)) return false;
   words[1] = mark;
 #else
