@@ -69,15 +69,19 @@ static inline uintptr_t rotate_right(uintptr_t x, unsigned r) {
   return (x >> r) | (x << ((64 - r) & 63));
 }
 
-/* The stored form of a link from `at` to `next`, under keys k: rotated
- * between the xor and the add, so that the add's carries mix bits the xor
- * leaves in place. The rotation is by a constant (an immediate operand):
- * the secret is the two keys, 128 bits, as before, when it was by
- * link_xor's low 6 bits, which added no secret of its own. Either way, to
- * forge a link one must recover both keys (from links whose addresses one
- * knows); a secret rotation made that at most 64 times more work, 6 bits
- * against 128. What it cost was a copy of the key into the one register a
- * variable rotation takes, and a slower rotation, on every malloc and free. */
+/* The stored form of a link from `at` to `next`, under keys k: the link
+ * xored with its own address and link_xor, rotated, plus link_add. The
+ * strength is in the xor and the add with two secret 64-bit words: the
+ * add's carries depend on the link and the key together, so two stored
+ * links do not give away the difference of their targets, and forging one
+ * takes both keys. The rotation is by a constant, a relabeling of bits
+ * anyone can undo: it neither adds nor takes away strength. It used to be
+ * by link_xor's low 6 bits, a secret of 6 bits: recovering the keys from
+ * links whose targets and addresses one knows (which the xor and add do
+ * not withstand either way) took up to 64 times more work with it. That
+ * rotation by a variable count sat in every decode's chain of loads and
+ * cost malloc and free a register for its count; a keyed multiply of the
+ * address in its place, off that chain, measured 10% slower still. */
 #define LINK_ROTATION 29
 static inline block_t *link_encode(const secure_keys_t k, const block_t *at, const block_t *next) {
   uintptr_t x = (uintptr_t)next ^ (uintptr_t)at ^ k.link_xor;
