@@ -83,6 +83,26 @@ TEST_F(SecureDeath, PoisonedLinkOfABlockFreedByAnotherThreadAborts) {
       "corrupted free list");
 }
 
+TEST_F(SecureDeath, WriteAfterFreeOfAHotBlockAborts) {
+  // A hot list (sizes above 1 KiB) follows a link only to a block that
+  // still holds the mark its free wrote in its second word.
+  for (size_t size : {4000u, 40000u}) {
+    SCOPED_TRACE(size);
+    EXPECT_DEATH(
+        {
+          void *keep = brisk_malloc(size);
+          void *victim = brisk_malloc(size);
+          void *head = brisk_malloc(size);
+          brisk_free(victim);
+          brisk_free(head);  // links to victim
+          poke_word((uintptr_t *)victim + 1, 0x4141414141414141);
+          g_sink = brisk_malloc(size);
+          brisk_free(keep);
+        },
+        "corrupted free list");
+  }
+}
+
 TEST_F(SecureDeath, ZeroedLinkAborts) {
   // A link cleared by a write after free does not read as the list's end.
   EXPECT_DEATH(
@@ -196,6 +216,32 @@ TEST_F(SecureDeath, InteriorPointerEveryTier) {
         },
         "inside a block");
   }
+}
+
+TEST_F(SecureDeath, InteriorPointerOfEveryKindOfClassAborts) {
+  // The free fast path tells a block's start by a multiply (secure.h,
+  // secure_block_start): sizes with an odd factor of 1, 3, 5 and 7, times
+  // small and large powers of two; pointers 8 and 16 bytes in, and one
+  // granule before the next block.
+  for (size_t size : {16u, 48u, 80u, 112u, 160u, 192u, 224u, 320u, 448u, 1280u, 3584u, 40960u, 229376u}) {
+    SCOPED_TRACE(size);
+    for (size_t off : {size_t{8}, size_t{16}, size - 16}) {
+      if (off % size == 0) continue;
+      EXPECT_DEATH(brisk_free(launder((char *)brisk_malloc(size) + off)), "inside a block") << off;
+    }
+  }
+}
+
+TEST(Secure, EveryClassFreesItsBlocks) {
+  // The other side of the multiply: every block start of every class is
+  // taken, at every index of a page's first blocks.
+  std::vector<void *> blocks;
+  for (size_t size = 16; size <= 1024 * 1024; size += size < 128 ? 16 : size / 4) {
+    for (int i = 0; i < 40; i++) blocks.push_back(brisk_malloc(size));
+    for (void *p : blocks) brisk_free(p);
+    blocks.clear();
+  }
+  EXPECT_EQ(brisk_check_heap(), 0);
 }
 
 TEST_F(SecureDeath, InteriorPointerOnAPageOfOverAlignedBlocksAborts) {

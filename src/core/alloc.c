@@ -10,8 +10,7 @@ static void foreign_free(void *p);
 /* Everything free_fast does not finish: other threads' blocks, huge and
  * over-aligned blocks, pages with aligned blocks, NULL and foreign pointers. */
 void _bk_free_slow(void *p) {
-  _bk_secure_check_block("free", p, true);
-  segment_t *seg = segment_of(p);
+  segment_t *seg = segment_checked("free", p, true);
   if (unlikely(seg == NULL)) {
     if (p) foreign_free(p);
     return;
@@ -76,8 +75,7 @@ static void *realloc_foreign(heap_t *h, void *p, size_t align, size_t size);
 static inline __attribute__((always_inline)) void *realloc_in(heap_t *h, void *p, size_t align, size_t size) {
   if (BRISK_CHECKED) return _bk_checked_realloc(h, p, align, size);
   if (!p) return block_in(h, align, size, false);
-  _bk_secure_check_block(align ? "realloc_aligned" : "realloc", p, false);
-  segment_t *seg = segment_of(p);
+  segment_t *seg = segment_checked(align ? "realloc_aligned" : "realloc", p, false);
   if (unlikely(!seg)) return realloc_foreign(h, p, align, size);
   /* Every block of brisk's is aligned to BLOCK_ALIGN. */
   bool aligned = align <= BLOCK_ALIGN || ((uintptr_t)p & (align - 1)) == 0;

@@ -15,7 +15,15 @@
 /* The one way a block leaves a page: pg->free is not empty. */
 static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t *pg, size_t size) {
   block_t *b = pg->free;
-  block_t *next = link_get_in_page(pg, b);
+  block_t *next = link_get(b);
+#if BRISK_SECURE && !BRISK_CHECKED
+  /* As link_get_in_page, but the report is this function's last act (a
+   * jump): malloc then needs no stack frame for a call. The empty asm
+   * hides how next was computed, so that the rare test for NULL reads
+   * next, not a copy of a step before it that the compiler would keep. */
+  __asm__("" : "+r"(next));
+  if (unlikely(!page_holds(pg, next)) && next) return _bk_secure_corrupted_link_jump(b);
+#endif
   pg->free = next;
   /* The next block's link is read by the next pop of this page: start the
    * load now, so that a list of blocks freed long ago (cold in the cache)
@@ -27,22 +35,44 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
   return b;
 }
 
-/* The heap's hot lists (hot.c): the larger classes' recent frees. */
-static inline __attribute__((always_inline)) block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
-  block_t *b = hl->head;
-  hl->head = link_get(b);
+/* The heap's hot lists (hot.c): the larger classes' recent frees. A hot
+ * list spans pages, so its links are checked without a page: a link must
+ * lead into a segment (the chunk map), to a block that holds the mark its
+ * free wrote, keyed by its address and the class's size, which no one
+ * forges without the key. The blocks are those freed last, so the read of
+ * that mark finds its line in the cache as a rule (the list exists for
+ * that), and the end of a list (the one block of a malloc-free loop)
+ * costs no more than its test. */
+static inline bool hot_link_ok(const hot_list_t *hl, const block_t *next) {
 #if BRISK_SECURE
-  /* A hot list spans pages: its next block must be one of the class. */
-  if (unlikely(hl->head && !block_of_size(hl->head, hl->block_size))) _bk_secure_corrupted_link(b, hl->head);
+  return !next ||
+      (likely(chunk_starts_segment(next)) &&
+       likely(((const uintptr_t *)next)[1] == freed_mark(next, hl->block_size)));
+#else
+  (void)hl, (void)next;
+  return true;
 #endif
+}
+
+static inline __attribute__((always_inline)) void hot_unlinked(heap_t *h, hot_list_t *hl, block_t *next) {
+  hl->head = next;
   PUBLISH_ADD(hl->count, -1);
   h->hot_bytes -= hl->block_size;
+}
+
+static inline block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
+  block_t *b = hl->head, *next = link_get(b);
+  if (unlikely(!hot_link_ok(hl, next))) _bk_secure_corrupted_link(b, next);
+  hot_unlinked(h, hl, next);
   return b;
 }
 
 static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_list_t *hl, size_t size) {
-  block_t *b = hot_unlink(h, hl);
-  __builtin_prefetch(hl->head); /* as in page_pop */
+  block_t *b = hl->head, *next = link_get(b);
+  /* (The report is a jump, as in page_pop.) */
+  if (unlikely(!hot_link_ok(hl, next))) return _bk_secure_corrupted_link_jump(b);
+  hot_unlinked(h, hl, next);
+  __builtin_prefetch(next); /* as in page_pop */
   stat_add(&h->stat_requested, size);
   block_handed_out(b);
   return b;

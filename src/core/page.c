@@ -14,6 +14,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   size_t area;
   pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
   PUBLISH(pg->block_size, _bk_class_size(cls));
+  page_secure_init(pg);
   PUBLISH(pg->reserved, (uint32_t)(area / pg->block_size));
   PUBLISH(pg->capacity, 0);
   PUBLISH(pg->used, 0);

@@ -28,6 +28,9 @@ void _bk_secure_corrupted_link(const void *at, const void *link) {
             at, link);
 }
 
+block_t *_bk_secure_corrupted_link_jump(const block_t *at) { _bk_secure_corrupted_link(at, link_get(at)); }
+
+
 void _bk_secure_bad_free(const char *call, const void *p, const char *misuse) {
   _bk_fatal("%s(%p): %s", call, p, misuse);
 }
@@ -43,7 +46,8 @@ static void check_huge(const char *call, segment_t *seg, const void *p, bool fre
 
 static void check_paged(const char *call, page_t *pg, const void *p, bool freeing) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
-  if (off >= PEEK(pg->secure_end)) _bk_secure_bad_free(call, p, "not a block brisk handed out (invalid pointer)");
+  if (off >= (uintptr_t)PEEK(pg->secure_granules) * BLOCK_ALIGN)
+    _bk_secure_bad_free(call, p, "not a block brisk handed out (invalid pointer)");
   uint32_t inside = (uint32_t)off % (uint32_t)pg->block_size;
   /* Over-aligned blocks (alignment 32 and up) start inside their blocks,
    * at the pointer their mark names (block_aligned_inside). */
@@ -51,21 +55,20 @@ static void check_paged(const char *call, page_t *pg, const void *p, bool freein
   if (inside && (!(PEEK(pg->flags) & PAGE_HAS_ALIGNED) || ((uintptr_t)p & (2 * BLOCK_ALIGN - 1))))
     _bk_secure_bad_free(call, p, interior);
   uintptr_t *words = (uintptr_t *)((uintptr_t)p - inside);
-  if (words[1] == freed_mark((block_t *)words))
+  if (words[1] == freed_mark((block_t *)words, pg->block_size))
     _bk_secure_bad_free(call, p, "double free (the block is already free)");
   if (inside && words[0] != aligned_mark(p)) _bk_secure_bad_free(call, p, interior);
-  if (freeing) words[1] = freed_mark((block_t *)words);
+  if (freeing) words[1] = freed_mark((block_t *)words, pg->block_size);
 }
 
-void _bk_secure_check_block(const char *call, const void *p, bool freeing) {
-  if (!p) return;
+segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing) {
+  if (!p) return NULL;
   segment_t *seg = segment_of(p);
   if (!seg) _bk_secure_bad_free(call, p, "pointer was not allocated by brisk (foreign or invalid pointer)");
   if (PEEK(seg->kind) == SEG_HUGE) check_huge(call, seg, p, freeing);
   else check_paged(call, page_of(seg, p), p, freeing);
+  return seg;
 }
-#else
-void _bk_secure_check_block(const char *call, const void *p, bool freeing) { (void)call, (void)p, (void)freeing; }
 #endif
 
 /* Guard pages after the header and at the end of a fresh mapping; they stay
@@ -99,38 +102,63 @@ static uint64_t next_random(void) {
  * TLB like (a full shuffle of the extension made such a loop 3x slower,
  * and 8 interleaved runs 1.5-3x). */
 #define WINDOW 16
+_Static_assert((WINDOW & (WINDOW - 1)) == 0, "a pick is WINDOW - 1 masked bits");
 
-/* Threads the count blocks of bsize at first, in that order and each marked
- * free, ahead of tail; returns the first. */
-block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail) {
+/* One block threaded behind *prev, marked free as a freed block is: a
+ * page's memory may have been purged (zero) or held other blocks before,
+ * and a free of a block that was never handed out is a double free too. */
+static inline void thread_one(const secure_keys_t keys, uintptr_t freed, block_t **prev, uint8_t *at) {
+  block_t *b = (block_t *)at;
+  ((uintptr_t *)b)[1] = (uintptr_t)b ^ freed;
+  (*prev)->next = link_encode(keys, *prev, b);
+  *prev = b;
+}
+
+/* Threads count (2 or more) blocks of bsize at first through the window,
+ * behind the anchor; returns the last. */
+static BRISK_NOINLINE block_t *thread_window(block_t *anchor, uint8_t *first, size_t count, size_t bsize) {
+  const secure_keys_t keys = _bk_keys;        /* not reloaded after each store */
+  const uintptr_t freed = keys.freed ^ bsize; /* freed_mark(b, bsize) is b ^ freed */
+  block_t *prev = anchor;
   uint8_t *window[WINDOW];
   size_t filled = count < WINDOW ? count : WINDOW;
   for (size_t i = 0; i < filled; i++) window[i] = first + i * bsize;
   uint8_t *after = first + filled * bsize, *end = first + count * bsize;
-  const secure_keys_t keys = _bk_keys; /* not reloaded after each store */
-  block_t *head = NULL, *prev = NULL;
+  /* While blocks remain beyond a full window, a pick is 4 random bits (60
+   * under a marker bit: fifteen picks a number); then the window drains,
+   * each pick 8 bits scaled to the blocks left in it. */
   uint64_t bits = 0;
-  for (size_t left = filled; left > 0;) {
-    /* 56 random bits under a marker bit: seven picks of 8 bits each. */
+  for (; after < end; after += bsize) {
+    if (bits < WINDOW) bits = next_random() >> 4 | (uint64_t)1 << 60;
+    size_t pick = bits & (WINDOW - 1);
+    bits >>= 4;
+    thread_one(keys, freed, &prev, window[pick]);
+    window[pick] = after;
+  }
+  for (size_t left = filled; left > 1;) {
     if (bits < 256) bits = next_random() >> 8 | (uint64_t)1 << 56;
     size_t pick = (size_t)((bits & 255) * left >> 8);
     bits >>= 8;
-    block_t *b = (block_t *)window[pick];
-    if (after < end) {
-      window[pick] = after;
-      after += bsize;
-    } else {
-      window[pick] = window[--left];
-    }
-    /* Marked free, as a freed block is: a page's memory may have been
-     * purged (zero) or held other blocks before, and a free of a block
-     * that was never handed out is a double free too. */
-    ((uintptr_t *)b)[1] = (uintptr_t)b ^ keys.freed;
-    if (prev) prev->next = link_encode(keys, prev, b);
-    else head = b;
-    prev = b;
+    thread_one(keys, freed, &prev, window[pick]);
+    window[pick] = window[--left];
   }
-  if (prev) prev->next = link_encode(keys, prev, tail);
-  return head ? head : tail;
+  thread_one(keys, freed, &prev, window[0]); /* the last one: no choice left */
+  return prev;
+}
+
+/* Threads the count (1 or more) blocks of bsize at first, in the window's
+ * random order and each marked free, ahead of tail; returns the first. */
+block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail) {
+  block_t *b = (block_t *)first;
+  if (count == 1) { /* (blocks of 16 KiB and up come one at a time) */
+    ((uintptr_t *)b)[1] = freed_mark(b, bsize);
+    link_set(b, tail);
+    return b;
+  }
+  /* The list starts at an anchor (its link decoded at the end), so that
+   * each block is threaded without a test for the first. */
+  block_t anchor;
+  link_set(thread_window(&anchor, first, count, bsize), tail);
+  return link_get(&anchor);
 }
 #endif

@@ -30,14 +30,32 @@ extern BRISK_INTERNAL secure_keys_t _bk_keys;
 
 BRISK_INTERNAL void _bk_secure_init(void);
 BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const void *link);
+/* The link at b failed its check: the same, declared to return what a
+ * fast path returns (it never does), so that the fast path calls it as its
+ * last act, a jump, and passes no more than it must (no stack frame, no
+ * register kept for the report). */
+BRISK_INTERNAL block_t *_bk_secure_corrupted_link_jump(const block_t *at);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
 /* (Not in the checked library, which hands fresh blocks out in order.) */
 BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail);
 /* The secure checks of a free (freeing) or realloc of p, in full: p must
  * be the start of a live block (or inside one, on a page that handed out
- * over-aligned blocks); a free marks it free. Aborts with the misuse. */
-BRISK_INTERNAL void _bk_secure_check_block(const char *call, const void *p, bool freeing);
+ * over-aligned blocks); a free marks it free. Aborts with the misuse, else
+ * returns p's segment (NULL for NULL). */
+BRISK_INTERNAL segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing);
+
+/* p's segment (NULL for NULL and foreign pointers), checked in full first
+ * in the secure library, which looks it up once for both (frees of huge
+ * blocks, and every free the fast path sends out of line, come here). */
+static inline segment_t *segment_checked(const char *call, const void *p, bool freeing) {
+#if BRISK_SECURE
+  return _bk_secure_check_block(call, p, freeing);
+#else
+  (void)call, (void)freeing;
+  return segment_of(p);
+#endif
+}
 
 /* ---- Links -------------------------------------------------------------- */
 
@@ -51,10 +69,23 @@ static inline uintptr_t rotate_right(uintptr_t x, unsigned r) {
   return (x >> r) | (x << ((64 - r) & 63));
 }
 
-/* The stored form of a link from `at` to `next`, under keys k. */
+/* The stored form of a link from `at` to `next`, under keys k: the link
+ * xored with its own address and link_xor, rotated, plus link_add. The
+ * strength is in the xor and the add with two secret 64-bit words: the
+ * add's carries depend on the link and the key together, so two stored
+ * links do not give away the difference of their targets, and forging one
+ * takes both keys. The rotation is by a constant, a relabeling of bits
+ * anyone can undo: it neither adds nor takes away strength. It used to be
+ * by link_xor's low 6 bits, a secret of 6 bits: recovering the keys from
+ * links whose targets and addresses one knows (which the xor and add do
+ * not withstand either way) took up to 64 times more work with it. That
+ * rotation by a variable count sat in every decode's chain of loads and
+ * cost malloc and free a register for its count; a keyed multiply of the
+ * address in its place, off that chain, measured 10% slower still. */
+#define LINK_ROTATION 29
 static inline block_t *link_encode(const secure_keys_t k, const block_t *at, const block_t *next) {
   uintptr_t x = (uintptr_t)next ^ (uintptr_t)at ^ k.link_xor;
-  return (block_t *)(rotate_left(x, (unsigned)k.link_xor) + k.link_add);
+  return (block_t *)(rotate_left(x, LINK_ROTATION) + k.link_add);
 }
 
 static inline void link_set(block_t *b, const block_t *next) {
@@ -69,43 +100,44 @@ static inline void link_set(block_t *b, const block_t *next) {
 static inline block_t *link_get(const block_t *b) {
 #if BRISK_SECURE
   uintptr_t x = (uintptr_t)b->next - _bk_keys.link_add;
-  return (block_t *)(rotate_right(x, (unsigned)_bk_keys.link_xor) ^ (uintptr_t)b ^ _bk_keys.link_xor);
+  /* b ^ link_xor does not wait for the load of the link, so the decode
+   * adds three steps to a pop's chain of loads (the next pop waits for it),
+   * not four. The empty asm keeps the compiler from folding link_xor back
+   * in as a memory operand of a fourth step. */
+  uintptr_t pad = (uintptr_t)b ^ _bk_keys.link_xor;
+  __asm__("" : "+r"(pad));
+  return (block_t *)(rotate_right(x, LINK_ROTATION) ^ pad);
 #else
   return b->next;
 #endif
 }
 
-/* Inside the blocks the page has threaded (no division: a same-page
- * target is what an attacker cannot forge without the secret). */
+/* Inside the blocks the page has threaded, at a multiple of BLOCK_ALIGN
+ * (no division: a same-page target is what an attacker cannot forge
+ * without the secret). Rotating the offset right by 4 moves a misaligned
+ * offset's low bits to the top, past any count: one compare tests both. */
 static inline bool page_holds(const page_t *pg, const void *p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
 #if BRISK_SECURE
-  uintptr_t end = pg->secure_end;
+  _Static_assert(BLOCK_ALIGN == 16, "secure_granules counts 16-byte units");
+  return rotate_right(off, 4) < pg->secure_granules;
 #else
-  uintptr_t end = (uintptr_t)pg->capacity * pg->block_size;
+  return off < (uintptr_t)pg->capacity * pg->block_size && (off & (BLOCK_ALIGN - 1)) == 0;
 #endif
-  return (uintptr_t)p - (uintptr_t)pg->start < end && ((uintptr_t)p & (BLOCK_ALIGN - 1)) == 0;
 }
 
-/* The next block of a page's list, which must be in the same page. */
+/* The next block of a page's list, which must be in the same page. NULL
+ * (the list's end) fails page_holds too, and is told apart only then. */
 static inline block_t *link_get_in_page(const page_t *pg, const block_t *b) {
   block_t *next = link_get(b);
   /* (The checked library checks it where the block is handed out, and
    * reports it with stacks: checked_block.c.) */
 #if BRISK_SECURE && !BRISK_CHECKED
-  if (unlikely(next && !page_holds(pg, next))) _bk_secure_corrupted_link(b, next);
+  if (unlikely(!page_holds(pg, next)) && next) _bk_secure_corrupted_link(b, next);
 #else
   (void)pg;
 #endif
   return next;
-}
-
-/* A block of `block_size` bytes in a page in use (the next block of a hot
- * list): what page_holding checks, with one lookup fewer. A page not in
- * use, and a huge segment's pages[0], have no blocks by their secure_end. */
-static inline bool block_of_size(const void *p, size_t block_size) {
-  if (!chunk_starts_segment(p)) return false;
-  const page_t *pg = page_of((segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK), p);
-  return page_holds(pg, p) && pg->block_size == block_size;
 }
 
 /* The page of a block on a list that spans pages (hot lists, a heap's
@@ -119,7 +151,13 @@ static inline page_t *page_holding(const void *p) {
 
 /* ---- Marks of freed blocks ---------------------------------------------- */
 
-static inline uintptr_t freed_mark(const block_t *b) { return (uintptr_t)b ^ _bk_keys.freed; }
+/* Keyed by the block's address and size: a free of the block while it is
+ * free is told by its mark, and a hot list (which spans pages) tells by it
+ * that a block it is to hand out was freed as one of its class
+ * (hot_unlink). */
+static inline uintptr_t freed_mark(const block_t *b, size_t block_size) {
+  return (uintptr_t)b ^ _bk_keys.freed ^ block_size;
+}
 
 /* Every block a page hands out (page_pop, hot_pop) loses the mark. The
  * checked library verifies there first that a freed block was not written
@@ -154,17 +192,53 @@ static inline void block_aligned_inside(void *block, const void *p) {
 #endif
 }
 
-/* The secure fields of a page (types.h) as its blocks are threaded, and
- * when it leaves use (or is a huge segment's pages[0]). */
-static inline void page_secure_update(page_t *pg) {
+/* The fixed secure fields of a page (types.h), set where its block size is
+ * (page init), before any of its blocks is handed out: a free on another
+ * thread reads them, as it reads block_size and start, without an atomic
+ * load (which the compiler would not fold into the multiply). */
+static inline void page_secure_init(page_t *pg) {
 #if BRISK_SECURE
-  /* c = 2^64 / size + 1 tests "offset is a multiple of the size" as
-   * offset * c <= c - 1 (mod 2^64) for 32-bit offsets (Lemire, Kaser and
-   * Kurz): a multiply instead of a division on every free. */
-  if (pg->in_use) PUBLISH(pg->secure_multiple, UINT64_MAX / pg->block_size + 1);
-  PUBLISH(pg->secure_end, pg->in_use ? (uint32_t)(pg->capacity * pg->block_size) : 0);
+  size_t size = pg->block_size;
+  unsigned shift = (unsigned)__builtin_ctzl(size);
+  uint64_t odd = size >> shift, inverse = odd;              /* right in 3 bits: odd * odd = 1 mod 8 */
+  for (int i = 0; i < 5; i++) inverse *= 2 - odd * inverse; /* Newton: 6, 12, 24, 48, 96 bits */
+  PUBLISH(pg->secure_inverse, inverse);
+  PUBLISH(pg->secure_mask, ((uint64_t)1 << shift) - 1);
+  PUBLISH(pg->secure_mark_key, freed_mark(NULL, size));
 #else
   (void)pg;
+#endif
+}
+
+/* The bounds of a page's threaded blocks, as its blocks are threaded, and
+ * when it leaves use (or is a huge segment's pages[0]): 0, so that no free
+ * passes the fast check (a page not in use keeps its last inverse). */
+static inline void page_secure_update(page_t *pg) {
+#if BRISK_SECURE
+  uint64_t n = pg->in_use ? pg->capacity : 0;
+  PUBLISH(pg->secure_limit, n << __builtin_ctzl(pg->block_size));
+  PUBLISH(pg->secure_granules, n * pg->block_size / BLOCK_ALIGN);
+#else
+  (void)pg;
+#endif
+}
+
+/* Whether p is the start of one of the blocks pg has threaded, with no
+ * division. For a block size of odd * 2^shift, t = off * inverse(odd) (mod
+ * 2^64, where the multiply is a bijection; Granlund and Montgomery) is the
+ * block's index shifted left by shift exactly when off is a multiple of
+ * the size: so off is the start of block u < n if and only if t < n << shift
+ * and t's low shift bits are 0 (then off = t * odd = u * size, mod 2^64,
+ * and u * size < 2^64). One multiply and two tests of its product; a
+ * rotation by shift would fold them into one compare, but a rotation by a
+ * variable count made the free of a malloc-free loop 10% slower. */
+static inline bool secure_block_start(const page_t *pg, const void *p) {
+#if BRISK_SECURE
+  uint64_t t = ((uintptr_t)p - (uintptr_t)pg->start) * pg->secure_inverse;
+  return t < PEEK_OPERAND(pg->secure_limit) && (t & pg->secure_mask) == 0;
+#else
+  (void)pg, (void)p;
+  return true;
 #endif
 }
 
@@ -176,12 +250,9 @@ static inline void page_secure_update(page_t *pg) {
  * keeps no register across a call. */
 static inline bool secure_free_quick(page_t *pg, void *p) {
 #if BRISK_SECURE
-  /* Within a segment, offsets fit 32 bits. */
-  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
-  uint64_t c = PEEK(pg->secure_multiple);
-  uintptr_t *words = p, mark = freed_mark(p);
-  if (unlikely(off >= PEEK(pg->secure_end) || (uint64_t)(uint32_t)off * c > c - 1 || words[1] == mark))
-    return false;
+  if (unlikely(!secure_block_start(pg, p))) return false;
+  uintptr_t *words = p, mark = (uintptr_t)p ^ pg->secure_mark_key; /* freed_mark(p, block_size) */
+  if (unlikely(words[1] == mark)) return false;
   words[1] = mark;
 #else
   (void)pg, (void)p;

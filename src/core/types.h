@@ -100,13 +100,21 @@ typedef struct page {
   size_t block_size;
   uint8_t *start; /* first block */
 #if BRISK_SECURE
-  /* What a free checks (secure.h), kept beside start so that the check
-   * loads no more than the lines a free touches anyway: the bytes of
-   * threaded blocks from start, 0 while the page is not in use (and on a
-   * huge segment's pages[0]: such a free fails the range test and goes out
-   * of line); and the class's multiple test. Both PUBLISHed by the owner. */
-  uint32_t secure_end;
-  uint64_t secure_multiple;
+  /* What the secure checks read (secure.h), kept beside start so that they
+   * load no more than the lines a malloc or free touches anyway. All 0
+   * while the page is not in use (and on a huge segment's pages[0]: such a
+   * free fails the test and goes out of line). PUBLISHed by the owner.
+   *   secure_granules  16-byte units of threaded blocks from start (links)
+   *   secure_inverse,  the block size is odd * 2^shift: the odd factor's
+   *   secure_mask,     inverse mod 2^64, 2^shift - 1, and the count of
+   *   secure_limit     threaded blocks shifted left by shift (frees)
+   *   secure_mark_key  the key of a freed block's mark, with the block
+   *                    size in it (freed_mark; frees) */
+  uint64_t secure_granules; /* (64-bit: compared with a 64-bit value, */
+  uint64_t secure_limit;    /* the checks load them as the compare's operand) */
+  uint64_t secure_inverse;
+  uint64_t secure_mask;
+  uint64_t secure_mark_key;
 #endif
   /* Remote frees: an atomic LIFO with state bits (remote_free.c says how
    * each step is ordered). */
@@ -127,6 +135,9 @@ typedef struct page {
   uint32_t handed_out;
 #endif
 } page_t;
+/* 128 bytes in the secure library (a free finds its page with one shift),
+ * which rounds its segment header up to 12 KiB with 4 KiB OS pages. */
+_Static_assert(!BRISK_SECURE || BRISK_CHECKED || sizeof(page_t) == 128, "secure page_t: 128 bytes");
 
 /* ---- Segments ----------------------------------------------------------- */
 

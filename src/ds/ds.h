@@ -36,6 +36,17 @@
  * the same machine store PUBLISH makes (an aligned word, never torn on the
  * targets brisk supports), and the readers' PEEKs stay relaxed loads.
  * Evaluates to the new value. */
+/* A PEEK of a field one operation uses once (a compare of the secure free
+ * check, which other threads make while the owner PUBLISHes): outside
+ * ThreadSanitizer's builds a plain read, which the compiler may take as
+ * the operation's memory operand instead of a load of its own (it folds no
+ * atomic load). The machine load is the same aligned word either way. */
+#if defined(__SANITIZE_THREAD__)
+#define PEEK_OPERAND(field) PEEK(field)
+#else
+#define PEEK_OPERAND(field) (field)
+#endif
+
 #if defined(__SANITIZE_THREAD__)
 /* (A statement expression: a step whose value is not used raises no
  * "comma expression has no effect" warning.) */
