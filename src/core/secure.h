@@ -216,7 +216,8 @@ static inline void page_secure_init(page_t *pg) {
 static inline void page_secure_update(page_t *pg) {
 #if BRISK_SECURE
   uint64_t n = pg->in_use ? pg->capacity : 0;
-  PUBLISH(pg->secure_limit, n << __builtin_ctzl(pg->block_size));
+  /* (A page never used has no block size: ctz of 0 is undefined.) */
+  PUBLISH(pg->secure_limit, n ? n << __builtin_ctzl(pg->block_size) : 0);
   PUBLISH(pg->secure_granules, n * pg->block_size / BLOCK_ALIGN);
 #else
   (void)pg;
