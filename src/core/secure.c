@@ -30,7 +30,6 @@ void _bk_secure_corrupted_link(const void *at, const void *link) {
 
 block_t *_bk_secure_corrupted_link_jump(const block_t *at) { _bk_secure_corrupted_link(at, link_get(at)); }
 
-
 void _bk_secure_bad_free(const char *call, const void *p, const char *misuse) {
   _bk_fatal("%s(%p): %s", call, p, misuse);
 }

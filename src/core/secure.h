@@ -216,8 +216,9 @@ static inline void page_secure_init(page_t *pg) {
 static inline void page_secure_update(page_t *pg) {
 #if BRISK_SECURE
   uint64_t n = pg->in_use ? pg->capacity : 0;
-  /* (A page never used has no block size: ctz of 0 is undefined.) */
-  PUBLISH(pg->secure_limit, n ? n << __builtin_ctzl(pg->block_size) : 0);
+  /* n << shift, from the mask page_secure_init set (a page never used has
+   * neither, and no block: 0). */
+  PUBLISH(pg->secure_limit, n * (pg->secure_mask + 1));
   PUBLISH(pg->secure_granules, n * pg->block_size / BLOCK_ALIGN);
 #else
   (void)pg;
