@@ -9,7 +9,16 @@
 REPLACEABLE void *malloc(size_t size) { return malloc_fast(size); }
 REPLACEABLE void free(void *p) { free_fast(p); }
 REPLACEABLE void *calloc(size_t n, size_t size) { return brisk_calloc(n, size); }
-REPLACEABLE void *realloc(void *p, size_t size) { return brisk_realloc(p, size); }
+/* realloc(p, 0) frees p and returns NULL, as glibc's (and jemalloc's and
+ * tcmalloc's) does: programs written for glibc call it to free and drop
+ * the result, which leaked the minimal block brisk_realloc returns. */
+REPLACEABLE void *realloc(void *p, size_t size) {
+  if (unlikely(size == 0) && p) {
+    free(p);
+    return NULL;
+  }
+  return brisk_realloc(p, size);
+}
 REPLACEABLE void *aligned_alloc(size_t align, size_t size) { return brisk_aligned_alloc(align, size); }
 REPLACEABLE int posix_memalign(void **out, size_t align, size_t size) {
   return brisk_posix_memalign(out, align, size);

@@ -137,6 +137,16 @@ BRISK_INTERNAL void _bk_heap_queue_to_front(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_page_to_full(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b);
+/* A full page goes back to its queue once a sixteenth of its blocks are
+ * free (at least one), not at the first: with many blocks live and frees
+ * scattered over the pages, a page back in its queue at each free held a
+ * block or two, and malloc took its slow path, moving pages between the
+ * lists, about once a call. Left unused meanwhile: at most a sixteenth of
+ * the full pages' blocks. */
+static inline bool page_may_unfull(const page_t *pg, uint32_t used) {
+  return (pg->reserved - used) * 16 >= pg->reserved;
+}
+BRISK_INTERNAL void _bk_heap_page_unfull(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
 
 /* ---- hot.c: a heap's recently freed blocks, reused first ---------------- */

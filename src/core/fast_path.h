@@ -186,6 +186,16 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
         return;
       }
+      if (pg->flags == PAGE_IN_FULL) {
+        /* A full page takes its blocks back here, and goes back to its
+         * queue only once a sixteenth of them are free (page_queue.c). */
+        block_t *b = p;
+        link_set(b, pg->local_free);
+        pg->local_free = b;
+        uint32_t used = PUBLISH_ADD(pg->used, -1);
+        if (unlikely(page_may_unfull(pg, used))) _bk_heap_page_unfull(h, pg);
+        return;
+      }
     }
     _bk_heap_free_generic(seg, pg, p);
     return;

@@ -39,10 +39,14 @@ void _bk_heap_page_to_full(heap_t *h, page_t *pg) {
   if (was_first) direct_update(h, pg->size_class);
 }
 
-static void page_unfull(heap_t *h, page_t *pg) {
+/* The page keeps DELAYED_USE: the next remote free, if one comes, takes
+ * the delayed path once and sets DELAYED_NONE itself, and a page that
+ * fills again needs no change (with many blocks live, pages go full and
+ * back all the time: an exchange each way cost more than malloc itself in
+ * bench/ring). */
+void _bk_heap_page_unfull(heap_t *h, page_t *pg) {
   list_remove(&h->full, &pg->link);
   PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL));
-  _bk_page_set_delayed(pg, DELAYED_NONE, false);
   _bk_heap_queue_push(h, pg);
 }
 
@@ -59,7 +63,7 @@ void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
   pg->local_free = b;
   BRISK_ASSERT(pg->used > 0);
   PUBLISH(pg->used, pg->used - 1);
-  if (pg->flags & PAGE_IN_FULL) page_unfull(h, pg);
+  if ((pg->flags & PAGE_IN_FULL) && page_may_unfull(pg, pg->used)) _bk_heap_page_unfull(h, pg);
   if (pg->used == 0) _bk_heap_page_emptied(h, pg);
 }
 
@@ -76,8 +80,11 @@ void _bk_heap_take_delayed(heap_t *h) {
     block_t *next = link_get(b);
     /* The list spans pages: its next block must be in a page of h's. */
     if (BRISK_SECURE && next && !delayed_link_ok(h, next)) _bk_secure_corrupted_link(b, next);
-    segment_t *seg = segment_of(b);
-    _bk_heap_free_local(h, page_of(seg, b), b);
+    page_t *pg = page_of(segment_of(b), b);
+    _bk_heap_free_local(h, pg, b);
+    /* A remote free woke the page: it goes back to its queue now, where
+     * the frees that follow it (to its thread_free) are collected. */
+    if (pg->flags & PAGE_IN_FULL) _bk_heap_page_unfull(h, pg);
     b = next;
   }
 }

@@ -56,6 +56,19 @@ int main(void) {
     ((void (*)(void *))cfree_sym)(p);
   }
 
+  /* realloc(p, 0) frees p and returns NULL, as glibc's does (a program
+   * written for glibc frees with it and drops the result). */
+  for (size_t n = 1; n <= (8u << 20); n *= 8) {
+    size_t before = mallinfo2().uordblks;
+    void *p = malloc(n);
+    CHECK(p && owns(p), "malloc(%zu)", n);
+    errno = 0;
+    void *q = realloc(p, 0);
+    CHECK(q == NULL && errno == 0, "realloc(malloc(%zu), 0) returned %p, errno %d, not NULL", n, q, errno);
+    CHECK(mallinfo2().uordblks <= before, "realloc(malloc(%zu), 0) did not free it: %zu bytes in use, %zu before", n,
+          mallinfo2().uordblks, before);
+  }
+
   /* Every function returns brisk's memory. */
   size_t sizes[] = {0, 1, 24, 1000, 40000, 300000, 3u << 20};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
