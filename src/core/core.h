@@ -137,6 +137,14 @@ BRISK_INTERNAL void _bk_heap_queue_to_front(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_page_to_full(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b);
+/* A block of pg back from its owner's thread, onto local_free: returns
+ * the blocks still in use. */
+static inline __attribute__((always_inline)) uint32_t page_take_back(page_t *pg, block_t *b) {
+  link_set(b, pg->local_free);
+  pg->local_free = b;
+  return PUBLISH_ADD(pg->used, -1);
+}
+
 /* A full page goes back to its queue once a sixteenth of its blocks are
  * free (at least one), not at the first: with many blocks live and frees
  * scattered over the pages, a page back in its queue at each free held a

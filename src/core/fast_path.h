@@ -175,25 +175,26 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
 #endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
-      if (likely(pg->flags == 0)) {
-        block_t *b = p;
-        link_set(b, pg->local_free);
-        pg->local_free = b;
-        if (unlikely(PUBLISH_ADD(pg->used, -1) == 0)) _bk_heap_page_emptied(h, pg);
+      uint8_t flags = pg->flags;
+      if (likely(flags == PAGE_CURRENT)) {
+        /* The current page stays when its last block comes back: no test
+         * for it (where pages hold a block or two, that test went either
+         * way at random, a branch the CPU could not predict). */
+        page_take_back(pg, p);
         return;
       }
-      if (pg->flags == PAGE_HOT) {
+      if (flags == PAGE_HOT) {
         if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
         return;
       }
-      if (pg->flags == PAGE_IN_FULL) {
-        /* A full page takes its blocks back here, and goes back to its
-         * queue only once a sixteenth of them are free (page_queue.c). */
-        block_t *b = p;
-        link_set(b, pg->local_free);
-        pg->local_free = b;
-        uint32_t used = PUBLISH_ADD(pg->used, -1);
-        if (unlikely(page_may_unfull(pg, used))) _bk_heap_page_unfull(h, pg);
+      if (flags == 0) {
+        if (unlikely(page_take_back(pg, p) == 0)) _bk_heap_page_emptied(h, pg);
+        return;
+      }
+      if (flags == PAGE_IN_FULL) {
+        /* A full page goes back to its queue only once a sixteenth of its
+         * blocks are free (page_queue.c). */
+        if (unlikely(page_may_unfull(pg, page_take_back(pg, p)))) _bk_heap_page_unfull(h, pg);
         return;
       }
     }

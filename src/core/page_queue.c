@@ -4,12 +4,16 @@
  * blocks that move pages between them. Owner thread only. */
 #include "core/core.h"
 
-/* Points the direct slots of a small class at the first page of its queue. */
+/* Points the direct slots of a small class at the first page of its queue,
+ * which alone of the class's pages carries PAGE_CURRENT. */
 static void direct_update(heap_t *h, unsigned cls) {
   size_t size = _bk_class_size(cls);
   if (size > DIRECT_SIZE_MAX) return;
-  page_t *pg = heap_queue_first(h, cls);
+  page_t *pg = heap_queue_first(h, cls), *was = h->direct[size / 16];
   if (!pg) pg = &_bk_page_empty;
+  if (was == pg) return;
+  if (was != &_bk_page_empty) PUBLISH(was->flags, (uint8_t)(was->flags & ~PAGE_CURRENT));
+  if (pg != &_bk_page_empty) PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_CURRENT));
   size_t lo = cls == 1 ? 0 : _bk_class_size(cls - 1) / 16 + 1;
   for (size_t i = lo; i <= size / 16; i++) h->direct[i] = pg;
 }
@@ -22,6 +26,7 @@ void _bk_heap_queue_push_front(heap_t *h, page_t *pg) {
 void _bk_heap_queue_push(heap_t *h, page_t *pg) {
   list_push_back(&h->queues[pg->size_class], &pg->link);
   if (heap_is_current(h, pg)) direct_update(h, pg->size_class);
+  else PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_CURRENT)); /* (an adopted page was current in its thread) */
 }
 
 void _bk_heap_queue_to_front(heap_t *h, page_t *pg) {
@@ -59,10 +64,8 @@ void _bk_heap_page_emptied(heap_t *h, page_t *pg) {
 /* A block of h's own page, freed by h's thread (or handed over by another
  * thread through the delayed list). */
 void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
-  link_set(b, pg->local_free);
-  pg->local_free = b;
   BRISK_ASSERT(pg->used > 0);
-  PUBLISH(pg->used, pg->used - 1);
+  page_take_back(pg, b);
   if ((pg->flags & PAGE_IN_FULL) && page_may_unfull(pg, pg->used)) _bk_heap_page_unfull(h, pg);
   if (pg->used == 0) _bk_heap_page_emptied(h, pg);
 }

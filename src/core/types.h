@@ -79,8 +79,11 @@ enum delayed_state {
 static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
 
 /* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c), so the
- * free fast path, which needs flags 0, leaves them to the generic free. */
-enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4 };
+ * free fast path, which needs flags 0, leaves them to the generic free.
+ * PAGE_CURRENT: the page its class allocates from (a class of the direct
+ * sizes; page_queue.c sets it with the direct slots): a free there does not
+ * test for the page's last block, since the current page stays anyway. */
+enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4, PAGE_CURRENT = 8 };
 
 struct heap;
 struct segment;
