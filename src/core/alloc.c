@@ -15,7 +15,7 @@ void _bk_free_slow(void *p) {
     if (p) foreign_free(p);
     return;
   }
-  _bk_heap_free_generic(seg, page_of(seg, p), p);
+  _bk_heap_free_generic(seg, p);
 }
 
 size_t _bk_usable_size(const void *p) {

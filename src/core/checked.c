@@ -83,7 +83,7 @@ static void release(const checked_call_t *call, block_view_t *v, void *p) {
   _bk_block_mark_freed(v, BLOCK_FREED, _bk_stack_record(call->frame));
   VG_BLOCK_FREE(p);
   if (v->pg) VG_DEFINED(v->start, 2 * sizeof(void *));
-  _bk_heap_free_generic(v->seg, v->pg ? v->pg : page_of(v->seg, p), p);
+  _bk_heap_free_generic(v->seg, p);
 }
 
 static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, size_t align, bool zero) {

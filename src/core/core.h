@@ -248,7 +248,7 @@ BRISK_INTERNAL _Noreturn void _bk_checked_fail(const checked_call_t *call, const
 
 /* ---- heap.c: the allocation and free slow paths ------------------------- */
 BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
-BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p);
+BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, void *p);
 
 /* ---- heap_life.c: heaps created, registered, destroyed ------------------ */
 BRISK_INTERNAL heap_t *_bk_heap_create(bool is_explicit);

@@ -198,7 +198,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         return;
       }
     }
-    _bk_heap_free_generic(seg, pg, p);
+    _bk_heap_free_generic(seg, p);
     return;
   }
   _bk_free_slow(p);

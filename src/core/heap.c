@@ -91,13 +91,16 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
   return page_pop(h, pg, size);
 }
 
-void _bk_heap_free_generic(segment_t *seg, page_t *pg, void *p) {
+/* (The page is found again here, not passed: free_fast would compute it
+ * ahead of its own tests for this call, an instruction on every free.) */
+void _bk_heap_free_generic(segment_t *seg, void *p) {
   if (seg->kind == SEG_HUGE) {
     /* free_fast sends here any pointer in a huge segment's first chunk,
      * also one past its mapping, which is not brisk's (see segment_of). */
     if ((uintptr_t)p - (uintptr_t)seg < seg->mapped_size) _bk_huge_free(seg);
     return;
   }
+  page_t *pg = page_of(seg, p);
   /* Only a page that handed out over-aligned blocks sees interior pointers
    * (the division is worth skipping on the remote-free path). */
   block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
