@@ -221,6 +221,7 @@ typedef struct heap {
   _Atomic(segment_t *) huge_hot;
   _Atomic(uint8_t) huge_hot_seen; /* a purge pass saw it idle once (relaxed: a hint) */
   uint32_t slow_calls;
+  uint32_t local_swaps; /* the current pages' own frees taken back inline (fast_path.h) */
   uint64_t next_purge_ms;
   list_node_t registry_link; /* live heaps, or the quarantine once gone */
   /* Segments and huge blocks it holds. Relaxed: a count kept exact by
