@@ -145,6 +145,13 @@ static inline __attribute__((always_inline)) uint32_t page_take_back(page_t *pg,
   return PUBLISH_ADD(pg->used, -1);
 }
 
+/* The owner's frees of pg become its next blocks to hand out (pg->free is
+ * empty): no atomics. */
+static inline void page_reuse_local(page_t *pg) {
+  pg->free = pg->local_free;
+  pg->local_free = NULL;
+}
+
 /* A full page goes back to its queue once a sixteenth of its blocks are
  * free (at least one), not at the first: with many blocks live and frees
  * scattered over the pages, a page back in its queue at each free held a

@@ -100,8 +100,7 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
      * blocks live, a loop's page held a few dozen free blocks at a time,
      * and the slow path cost 2.3 instructions a malloc+free pair. */
     if (pg->local_free && (++h->local_swaps & 7)) {
-      pg->free = pg->local_free;
-      pg->local_free = NULL;
+      page_reuse_local(pg);
       return page_pop(h, pg, size);
     }
   } else if (size <= LARGE_SIZE_MAX) {

@@ -79,10 +79,7 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
   page_t *pg = LIST_ENTRY(first, page_t, link);
   if (likely(first != NULL)) {
     /* The current page's own frees are reused first: no atomics needed. */
-    if (!pg->free) {
-      pg->free = pg->local_free;
-      pg->local_free = NULL;
-    }
+    if (!pg->free) page_reuse_local(pg);
     if (likely(pg->free != NULL)) return page_pop(h, pg, size);
   }
   _bk_heap_take_delayed(h);

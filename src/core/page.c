@@ -88,10 +88,7 @@ void _bk_page_collect(page_t *pg) {
       pg->local_free = remote;
     }
   }
-  if (!pg->free) {
-    pg->free = pg->local_free;
-    pg->local_free = NULL;
-  }
+  if (!pg->free) page_reuse_local(pg);
 }
 
 /* Walks one free list of a page, checking that every link is on a block

@@ -26,7 +26,7 @@ void _bk_heap_queue_push_front(heap_t *h, page_t *pg) {
 void _bk_heap_queue_push(heap_t *h, page_t *pg) {
   list_push_back(&h->queues[pg->size_class], &pg->link);
   if (heap_is_current(h, pg)) direct_update(h, pg->size_class);
-  else PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_CURRENT)); /* (an adopted page was current in its thread) */
+  else PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_CURRENT)); /* (an adopted page may have been current) */
 }
 
 void _bk_heap_queue_to_front(heap_t *h, page_t *pg) {

@@ -28,14 +28,6 @@
 #define PUBLISH(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
 #define PEEK(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
-/* The owner's counter steps on the fast paths (a page's used count, the
- * heap's counters): PUBLISH(field, field + d), but in one instruction. A
- * relaxed atomic store keeps the compiler from fusing the load, the add
- * and the store, which costs two instructions per malloc and per free; so
- * outside ThreadSanitizer's builds the step is a plain add to memory. It is
- * the same machine store PUBLISH makes (an aligned word, never torn on the
- * targets brisk supports), and the readers' PEEKs stay relaxed loads.
- * Evaluates to the new value. */
 /* A PEEK of a field one operation uses once (a compare of the secure free
  * check, which other threads make while the owner PUBLISHes): outside
  * ThreadSanitizer's builds a plain read, which the compiler may take as
@@ -47,6 +39,14 @@
 #define PEEK_OPERAND(field) (field)
 #endif
 
+/* The owner's counter steps on the fast paths (a page's used count, the
+ * heap's counters): PUBLISH(field, field + d), but in one instruction. A
+ * relaxed atomic store keeps the compiler from fusing the load, the add
+ * and the store, which costs two instructions per malloc and per free; so
+ * outside ThreadSanitizer's builds the step is a plain add to memory. It is
+ * the same machine store PUBLISH makes (an aligned word, never torn on the
+ * targets brisk supports), and the readers' PEEKs stay relaxed loads.
+ * Evaluates to the new value. */
 #if defined(__SANITIZE_THREAD__)
 /* (A statement expression: a step whose value is not used raises no
  * "comma expression has no effect" warning.) */
