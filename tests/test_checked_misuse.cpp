@@ -232,6 +232,31 @@ TEST_F(CheckedMisuse, UsableSizeOfAFreedBlock) {
       "\n  detected at:\n    #0 " ADDR "[^\n]*\n" FRAMES ALLOCATED FREED);
 }
 
+// A sized free must name the size the block was asked with (brisk.h allows
+// up to the usable size, which the checked library holds to the request):
+// C++'s sized delete of another type, C23's free_sized of another block.
+TEST_F(CheckedMisuse, SizedFreeOfTheWrongSize) {
+  for (size_t n : {size_t{1}, size_t{100}, size_t{5000}, 3 * MiB})
+    EXPECT_DEATH(
+        {
+          void *p = checked_test_alloc(n);
+          brisk_free_sized(p, n + 72);
+        },
+        "brisk_free_sized\\(" ADDR ", [0-9]+\\): size mismatch: the block \\([^\n]*\\) was allocated with " +
+            std::to_string(n) + " bytes[^\n]*\n  detected at:\n    #0 " ADDR "[^\n]*\n" FRAMES ALLOCATED);
+}
+
+TEST(CheckedBlocks, SizedFreeOfTheRightSizeRaisesNoAlarm) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{100}, size_t{5000}, 3 * MiB}) {
+    void *p = brisk_malloc(n);
+    ASSERT_NE(p, nullptr);
+    brisk_free_sized(p, n);
+    void *q = brisk_calloc(3, n);
+    ASSERT_NE(q, nullptr);
+    brisk_free_sized(q, 3 * n);
+  }
+}
+
 // ---- Overflow past the requested size ----------------------------------------------
 
 TEST_F(CheckedMisuse, OneByteOverflowIsCaughtOnFree) {

@@ -9,10 +9,7 @@ const char *brisk_version(void) { return BRISK_VERSION_STRING; }
 void *brisk_malloc(size_t size) { return malloc_fast(size); }
 void brisk_free(void *p) { free_fast(p); }
 
-void brisk_free_sized(void *p, size_t size) {
-  (void)size;
-  brisk_free(p);
-}
+void brisk_free_sized(void *p, size_t size) { free_sized_fast(p, size, "brisk_free_sized"); }
 
 size_t brisk_usable_size(const void *p) { return _bk_usable_size(p); }
 int brisk_owns(const void *p) { return segment_of(p) != NULL; }

@@ -44,14 +44,8 @@ REPLACEABLE void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_impl(n, 
 
 REPLACEABLE void _ZdlPv(void *p) { free_fast(p); }
 REPLACEABLE void _ZdaPv(void *p) { free_fast(p); }
-REPLACEABLE void _ZdlPvm(void *p, size_t n) {
-  (void)n;
-  free_fast(p);
-}
-REPLACEABLE void _ZdaPvm(void *p, size_t n) {
-  (void)n;
-  free_fast(p);
-}
+REPLACEABLE void _ZdlPvm(void *p, size_t n) { free_sized_fast(p, n, "operator delete"); }
+REPLACEABLE void _ZdaPvm(void *p, size_t n) { free_sized_fast(p, n, "operator delete[]"); }
 REPLACEABLE void _ZdlPvRKSt9nothrow_t(void *p, const void *t) {
   (void)t;
   brisk_free(p);
@@ -70,11 +64,11 @@ REPLACEABLE void _ZdaPvSt11align_val_t(void *p, size_t a) {
 }
 REPLACEABLE void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) {
   (void)a;
-  brisk_free_sized(p, n);
+  free_sized_fast(p, n, "operator delete");
 }
 REPLACEABLE void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) {
   (void)a;
-  brisk_free_sized(p, n);
+  free_sized_fast(p, n, "operator delete[]");
 }
 REPLACEABLE void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *t) {
   (void)a;

@@ -41,13 +41,20 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size) {
   return size_product(n, size, &total) ? realloc(p, total) : NULL;
 }
 
+/* Through free(), which valgrind replaces (it does not know these two):
+ * under memcheck the block is valgrind's. */
 EXPORT void free_sized(void *p, size_t size) {
+#if BRISK_CHECKED
+  _bk_checked_free_sized(p, size, "free_sized", false);
+#endif
   (void)size;
   free(p);
 }
 EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
-  (void)align;
-  (void)size;
+#if BRISK_CHECKED
+  _bk_checked_free_sized(p, size, "free_aligned_sized", false);
+#endif
+  (void)align, (void)size;
   free(p);
 }
 

@@ -135,6 +135,27 @@ void _bk_checked_free(void *p) {
   release(&call, &v, p);
 }
 
+/* A sized deallocation (C++ sized delete, C23 free_sized, brisk_free_sized)
+ * must name the size the block was asked with: another size means a wrong
+ * type or a wrong pointer (a block of another object), which the release
+ * library would not notice. With release_it false only the size is
+ * checked, and a pointer that is not brisk's is left to the caller's free
+ * (valgrind's allocator made it: override.c). */
+void _bk_checked_free_sized(void *p, size_t size, const char *fn, bool release_it) {
+  if (!p || (!release_it && !segment_of(p))) return;
+  checked_call_t call = {fn, STACK_HERE()};
+  block_view_t v;
+  check_live(&call, p, &v);
+  if (v.trailer->requested != size) {
+    char what[96];
+    _bk_checked_fail(&call, &v,
+                     "%s(%p, %zu): size mismatch: the block (%s) was allocated with %zu bytes (a sized delete of "
+                     "another type, or another block's size)",
+                     fn, p, size, _bk_block_describe(&v, what, sizeof what), (size_t)v.trailer->requested);
+  }
+  if (release_it) release(&call, &v, p);
+}
+
 /* As in the release library: a huge block that stays huge resizes its
  * mapping; else the block stays when it is aligned to align (0: realloc)
  * and suits the size (realloc_in_place), or moves to a new block. Under

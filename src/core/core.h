@@ -328,6 +328,7 @@ BRISK_INTERNAL void *_bk_realloc_aligned_in(heap_t *h, void *p, size_t align, si
  * comes here (fast_path.h, alloc.c): the checks, then the plain code. */
 BRISK_INTERNAL void *_bk_checked_alloc(heap_t *h, size_t size, size_t align, bool zero);
 BRISK_INTERNAL void _bk_checked_free(void *p);
+BRISK_INTERNAL void _bk_checked_free_sized(void *p, size_t size, const char *fn, bool release_it);
 /* align: 0 for realloc, else the power of two of realloc_aligned. */
 BRISK_INTERNAL void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size);
 BRISK_INTERNAL size_t _bk_checked_usable_size(const void *p);

@@ -213,4 +213,15 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
   _bk_free_slow(p);
 }
 
+/* A free that names the block's size (fn: the entry point, for the checked
+ * library's message, which holds the size to the one asked for). */
+static inline __attribute__((always_inline)) void free_sized_fast(void *p, size_t size, const char *fn) {
+#if BRISK_CHECKED
+  _bk_checked_free_sized(p, size, fn, true);
+  return;
+#endif
+  (void)size, (void)fn;
+  free_fast(p);
+}
+
 #endif

@@ -159,7 +159,11 @@ static inline uintptr_t freed_mark(const block_t *b, size_t block_size) {
   return (uintptr_t)b ^ _bk_keys.freed ^ block_size;
 }
 
-/* Every block a page hands out (page_pop, hot_pop) loses the mark. The
+/* Every block a page hands out (page_pop, hot_pop) loses the mark, and in
+ * the secure library its link too: an encoded link read from a block the
+ * program got uninitialised, beside the block's address, is material for
+ * solving the keys (64 of them, read after malloc, gave a key pair that
+ * predicted three links in four). The same line is written either way. The
  * checked library verifies there first that a freed block was not written
  * since its free (checked_block.c). */
 #if BRISK_CHECKED
@@ -170,6 +174,7 @@ static inline void block_handed_out(block_t *b) {
   _bk_checked_handed_out(b);
 #endif
 #if BRISK_SECURE
+  ((uintptr_t *)b)[0] = 0;
   ((uintptr_t *)b)[1] = 0;
 #else
   (void)b;

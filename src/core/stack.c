@@ -101,7 +101,7 @@ static depot_slot_t *depot_get(void) {
   if (!mine) return NULL;
   if (atomic_compare_exchange_strong_explicit(&depot, &d, mine, memory_order_acq_rel, memory_order_acquire))
     return mine;
-  _bk_os_unmap(mine, DEPOT_SLOTS * sizeof *mine);
+  _bk_os_unmap_records(mine, DEPOT_SLOTS * sizeof *mine);
   return d;
 }
 

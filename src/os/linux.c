@@ -67,9 +67,28 @@ void *_bk_os_map(size_t size, size_t align, size_t skew) {
   return p;
 }
 
+/* PROT_NONE zones of RECORD_GUARD bytes around them (address space only):
+ * a program's overflow or underflow out of a neighbouring mapping (a huge
+ * block, or a segment, which the kernel often places right beside) faults
+ * before it reaches brisk's records, also a write that lands a few MiB off.
+ * Written 1 MiB below its first block, a program rewrote the checked
+ * library's stack depot unnoticed. */
+#define RECORD_GUARD ((size_t)4 << 20)
+
 void *_bk_os_map_records(size_t size) {
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? NULL : p;
+  size_t page = OS_PAGE_SIZE, inner = (size + page - 1) & ~(page - 1);
+  uint8_t *m = mmap(NULL, inner + 2 * RECORD_GUARD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  if (mprotect(m + RECORD_GUARD, inner, PROT_READ | PROT_WRITE) != 0) {
+    munmap(m, inner + 2 * RECORD_GUARD);
+    return NULL;
+  }
+  return m + RECORD_GUARD;
+}
+
+void _bk_os_unmap_records(void *p, size_t size) {
+  size_t page = OS_PAGE_SIZE, inner = (size + page - 1) & ~(page - 1);
+  munmap((uint8_t *)p - RECORD_GUARD, inner + 2 * RECORD_GUARD);
 }
 
 bool _bk_os_purge(void *p, size_t size) {

@@ -58,10 +58,13 @@ BRISK_INTERNAL bool _bk_os_page_size_force(size_t size);
  * page). NULL when the kernel refuses. */
 BRISK_INTERNAL void *_bk_os_map(size_t size, size_t align, size_t skew);
 BRISK_INTERNAL void _bk_os_unmap(void *p, size_t size);
-/* Memory for brisk's own records (heap structs), kept for the life of the
- * process and left out of the call counts, which count what the
- * allocator does for the program's blocks. */
+/* Memory for brisk's own records (heap structs, the checked library's
+ * stacks), between two PROT_NONE zones of a few MiB, kept for the life of the process
+ * (_bk_os_unmap_records only undoes a map that lost a race) and left out
+ * of the call counts, which count what the allocator does for the
+ * program's blocks. */
 BRISK_INTERNAL void *_bk_os_map_records(size_t size);
+BRISK_INTERNAL void _bk_os_unmap_records(void *p, size_t size);
 /* Gives the pages in [p, p + size) back; they read as zero afterwards.
  * Only whole pages inside the range are given back. False when the kernel
  * refused (locked pages): the contents are then unchanged. */
