@@ -84,10 +84,13 @@ void _bk_heap_take_delayed(heap_t *h) {
     /* The list spans pages: its next block must be in a page of h's. */
     if (BRISK_SECURE && next && !delayed_link_ok(h, next)) _bk_secure_corrupted_link(b, next);
     page_t *pg = page_of(segment_of(b), b);
-    _bk_heap_free_local(h, pg, b);
     /* A remote free woke the page: it goes back to its queue now, where
-     * the frees that follow it (to its thread_free) are collected. */
+     * the frees that follow it (to its thread_free) are collected. Before
+     * the free, which may empty the page and give its segment away (read
+     * after it, the flags were another thread's: found by ThreadSanitizer
+     * in CheckHeap.CleanAfterMultiThreadedStress). */
     if (pg->flags & PAGE_IN_FULL) _bk_heap_page_unfull(h, pg);
+    _bk_heap_free_local(h, pg, b);
     b = next;
   }
 }
