@@ -55,7 +55,7 @@ static void check_paged(const char *call, page_t *pg, const void *p, bool freein
     _bk_secure_bad_free(call, p, interior);
   uintptr_t *words = (uintptr_t *)((uintptr_t)p - inside);
   if (words[1] == freed_mark((block_t *)words, pg->block_size))
-    _bk_secure_bad_free(call, p, "double free (the block is already free)");
+    _bk_secure_bad_free(call, p, "double free, or a free of a block never handed out (the block is free)");
   if (inside && words[0] != aligned_mark(p)) _bk_secure_bad_free(call, p, interior);
   if (freeing) words[1] = freed_mark((block_t *)words, pg->block_size);
 }
