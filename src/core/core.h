@@ -115,6 +115,7 @@ BRISK_INTERNAL size_t _bk_segment_cache_bytes(void);
 /* ---- abandon.c: segments of exited threads ------------------------------ */
 BRISK_INTERNAL void _bk_abandon(segment_t *seg);
 BRISK_INTERNAL segment_t *_bk_abandoned_pop(unsigned kind);
+BRISK_INTERNAL void _bk_abandoned_trim(size_t keep);
 BRISK_INTERNAL void _bk_abandoned_push(segment_t *seg);
 BRISK_INTERNAL uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter);
 BRISK_INTERNAL bool _bk_abandoned_adopt(heap_t *h, unsigned kind);
@@ -260,6 +261,7 @@ BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, void *p);
 /* ---- heap_life.c: heaps created, registered, destroyed ------------------ */
 BRISK_INTERNAL heap_t *_bk_heap_create(bool is_explicit);
 BRISK_INTERNAL void _bk_heap_unregister(heap_t *h);
+BRISK_INTERNAL size_t _bk_heaps_live(void);
 BRISK_INTERNAL void _bk_heap_release_all(heap_t *h);
 BRISK_INTERNAL void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force);
 BRISK_INTERNAL void _bk_heap_collect_own(bool force);

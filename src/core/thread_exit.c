@@ -55,5 +55,6 @@ void _bk_heap_thread_done(void *value) {
   _bk_segment_threaded_flush();
   _bk_tls_heap = &_bk_heap_empty;
   _bk_heap_unregister(h);
+  _bk_abandoned_trim(_bk_heaps_live());
   _bk_purge_tick(_bk_os_now_ms());
 }
