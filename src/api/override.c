@@ -41,21 +41,19 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size) {
   return size_product(n, size, &total) ? realloc(p, total) : NULL;
 }
 
-/* Through free(), which valgrind replaces (it does not know these two):
- * under memcheck the block is valgrind's. */
-EXPORT void free_sized(void *p, size_t size) {
+/* Through free(), which valgrind replaces (it does not know free_sized and
+ * free_aligned_sized): under memcheck the block is valgrind's. */
+static void sized_free(void *p, size_t size, const char *fn) {
 #if BRISK_CHECKED
-  _bk_checked_free_sized(p, size, "free_sized", false);
+  _bk_checked_free_sized(p, size, fn, false);
 #endif
-  (void)size;
+  (void)size, (void)fn;
   free(p);
 }
+EXPORT void free_sized(void *p, size_t size) { sized_free(p, size, "free_sized"); }
 EXPORT void free_aligned_sized(void *p, size_t align, size_t size) {
-#if BRISK_CHECKED
-  _bk_checked_free_sized(p, size, "free_aligned_sized", false);
-#endif
-  (void)align, (void)size;
-  free(p);
+  (void)align;
+  sized_free(p, size, "free_aligned_sized");
 }
 
 EXPORT void *pvalloc(size_t size) {

@@ -99,6 +99,18 @@ static void push_back_all(list_t *held) {
   while ((n = list_pop_front(held))) _bk_abandoned_push(LIST_ENTRY(n, segment_t, link));
 }
 
+/* An abandoned segment off the list takes its remote frees: released if
+ * that emptied it (false), else its free pages are purged, those idle for
+ * the purge delay or with force all (true: it goes back on the list). */
+static bool settle(segment_t *seg, uint64_t now, bool force) {
+  if (_bk_segment_collect_pages(seg, NULL) == 0) {
+    _bk_segment_release(seg);
+    return false;
+  }
+  _bk_segment_purge_pages(seg, now, force); /* nobody else will */
+  return true;
+}
+
 /* Releases abandoned segments that remote frees have emptied, so memory of
  * exited threads returns even if no thread ever adopts it. */
 size_t _bk_abandoned_drain(void) {
@@ -107,13 +119,8 @@ size_t _bk_abandoned_drain(void) {
   while (n-- > 0) {
     segment_t *seg = _bk_abandoned_pop(PAGED_KINDS);
     if (!seg) break;
-    if (_bk_segment_collect_pages(seg, NULL) == 0) {
-      _bk_segment_release(seg);
-      released++;
-    } else {
-      _bk_segment_purge_pages(seg, _bk_os_now_ms(), false); /* nobody else will */
-      list_push_front(&keep, &seg->link);
-    }
+    if (settle(seg, _bk_os_now_ms(), false)) list_push_front(&keep, &seg->link);
+    else released++;
   }
   push_back_all(&keep);
   return released;
@@ -148,19 +155,16 @@ void _bk_abandoned_trim(size_t keep) {
       n = next;
     }
     pthread_mutex_unlock(&abandoned_lock);
+    list_t kept = {0};
     list_node_t *node;
-    while ((node = list_pop_front(&held))) {
-      segment_t *seg = LIST_ENTRY(node, segment_t, link);
-      if (_bk_segment_collect_pages(seg, NULL) == 0) {
-        _bk_segment_release(seg);
-        continue;
-      }
-      _bk_segment_purge_pages(seg, 0, true);
-      pthread_mutex_lock(&abandoned_lock);
+    while ((node = list_pop_front(&held)))
+      if (settle(LIST_ENTRY(node, segment_t, link), 0, true)) list_push_back(&kept, node);
+    pthread_mutex_lock(&abandoned_lock);
+    while ((node = list_pop_front(&kept))) {
       list_push_back(&abandoned[k], node);
       atomic_fetch_add_explicit(&abandoned_count[k], 1, memory_order_relaxed);
-      pthread_mutex_unlock(&abandoned_lock);
     }
+    pthread_mutex_unlock(&abandoned_lock);
   }
 }
 

@@ -75,8 +75,10 @@ void *_bk_os_map(size_t size, size_t align, size_t skew) {
  * library's stack depot unnoticed. */
 #define RECORD_GUARD ((size_t)4 << 20)
 
+static size_t records_inner(size_t size) { return (size + OS_PAGE_SIZE - 1) & ~(OS_PAGE_SIZE - 1); }
+
 void *_bk_os_map_records(size_t size) {
-  size_t page = OS_PAGE_SIZE, inner = (size + page - 1) & ~(page - 1);
+  size_t inner = records_inner(size);
   uint8_t *m = mmap(NULL, inner + 2 * RECORD_GUARD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
   if (mprotect(m + RECORD_GUARD, inner, PROT_READ | PROT_WRITE) != 0) {
@@ -87,8 +89,7 @@ void *_bk_os_map_records(size_t size) {
 }
 
 void _bk_os_unmap_records(void *p, size_t size) {
-  size_t page = OS_PAGE_SIZE, inner = (size + page - 1) & ~(page - 1);
-  munmap((uint8_t *)p - RECORD_GUARD, inner + 2 * RECORD_GUARD);
+  munmap((uint8_t *)p - RECORD_GUARD, records_inner(size) + 2 * RECORD_GUARD);
 }
 
 bool _bk_os_purge(void *p, size_t size) {
