@@ -99,4 +99,17 @@ TEST(FuzzFindings, OptionValuesStartWithADigit) {
   EXPECT_EQ(v, 64LL << 20);
 }
 
+// A size's unit was looked up with strchr("KMGT", c & ~0x20): a space
+// masks to '\0', which strchr finds at the string's end, a fifth unit, so
+// "1 " read as 1 PiB and "0 " as 0. Found by fuzz_options.
+TEST(FuzzFindings, ATrailingSpaceIsNoUnit) {
+  long long v = -1;
+  for (const char *bad : {"0 ", "1 ", "64 ", "64M "}) {
+    EXPECT_EQ(_bk_option_parse_env(BRISK_OPTION_CACHE_CAP, bad, &v), EINVAL) << '"' << bad << '"';
+    EXPECT_EQ(_bk_option_parse_env(BRISK_OPTION_RESERVE, bad, &v), EINVAL) << '"' << bad << '"';
+  }
+  EXPECT_EQ(_bk_option_parse_env(BRISK_OPTION_CACHE_CAP, "1k", &v), 0);
+  EXPECT_EQ(v, 1024);
+}
+
 }  // namespace

@@ -116,8 +116,11 @@ static bool parse_number(const char *s, bool size, long long *out) {
   if (errno || end == s) return false;
   unsigned shift = 0;
   if (size) {
+    /* (Upper-cased by the mask: a space masks to '\0', which strchr would
+     * find at the string's end, so it is no unit.) */
     const char *units = "KMGT";
-    const char *u = *end ? strchr(units, *end & ~0x20) : NULL;
+    char unit = (char)(*end & ~0x20);
+    const char *u = unit ? strchr(units, unit) : NULL;
     if (u) {
       shift = 10 * (unsigned)(u - units + 1);
       end++;
