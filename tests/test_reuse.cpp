@@ -88,6 +88,64 @@ TEST(HotReuse, VisitSkipsHotBlocks) {
   });
 }
 
+// ---- Pages parked as full -----------------------------------------------------
+
+// Blocks of 1 KiB (a direct class, no hot list) taken on this thread, with
+// room for all of them reserved up front: the test's own bookkeeping
+// allocates no block of that class in between.
+struct Taken {
+  std::vector<void *> blocks;
+  Taken() { blocks.reserve(1024); }
+  static uintptr_t page(const void *p) { return reinterpret_cast<uintptr_t>(p) >> 16; }
+  // Takes blocks until one lands on a 64 KiB page other than the last
+  // block's, and returns that page.
+  uintptr_t to_next_page() {
+    for (;;) {
+      void *p = brisk_malloc(1024);
+      if (!p || blocks.size() == blocks.capacity()) return 0;
+      bool moved = !blocks.empty() && page(blocks.back()) != page(p);
+      blocks.push_back(p);
+      if (moved) return page(p);
+    }
+  }
+  // Frees n of the blocks on page pg.
+  void free_on(uintptr_t pg, size_t n) {
+    for (void *&p : blocks)
+      if (n && p && page(p) == pg) brisk_free(p), p = nullptr, n--;
+  }
+  size_t count_on(uintptr_t pg) const {
+    size_t n = 0;
+    for (void *p : blocks) n += p && page(p) == pg;
+    return n;
+  }
+  ~Taken() {
+    for (void *p : blocks) brisk_free(p);
+  }
+};
+
+// A page its thread filled is parked until a sixteenth of its blocks are
+// free, then allocated from again, before any fresh page: the free fast path
+// tells both from one compare of the page's count of blocks in use
+// (page_flags_set), whatever kind of page the block is on.
+TEST(FullPages, ComeBackOnceASixteenthOfTheirBlocksIsFree) {
+  bt::on_fresh_thread([] {
+    Taken t;
+    uintptr_t first = t.to_next_page();
+    ASSERT_NE(t.to_next_page(), 0u);  // `first` is full and parked
+    size_t sixteenth = (t.count_on(first) + 15) / 16;
+    ASSERT_GE(t.count_on(first), 32u);
+    // One block short of a sixteenth: the current page fills, and the
+    // block after it comes from a page other than `first`.
+    t.free_on(first, sixteenth - 1);
+    uintptr_t third = t.to_next_page();
+    ASSERT_NE(third, 0u);
+    EXPECT_NE(third, first);
+    // One more free: `first` is allocated from once `third` is full.
+    t.free_on(first, 1);
+    EXPECT_EQ(t.to_next_page(), first);
+  });
+}
+
 }  // namespace
 
 // ---- Working sets freed and built again --------------------------------------

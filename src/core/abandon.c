@@ -65,7 +65,7 @@ uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter) {
     /* Release: a remote free that reads the new heap sees it set up. */
     atomic_store_explicit(&pg->heap, adopter, memory_order_release);
     _bk_page_collect(pg);
-    PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL)); /* PAGE_HAS_ALIGNED must stay */
+    page_flags_set(pg, (uint8_t)(pg->flags & ~PAGE_IN_FULL)); /* PAGE_HAS_ALIGNED must stay */
     pg->link.next = pg->link.prev = NULL;
     if (pg->used == 0) _bk_segment_page_freed(seg, pg);
     else if (adopter) _bk_heap_queue_push(adopter, pg);

@@ -144,7 +144,7 @@ static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size, boo
     uint8_t *p = (uint8_t *)align_up((uintptr_t)b, align);
     if (p != b) {
       page_t *pg = page_of(segment_of(b), b);
-      PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
+      page_flags_set(pg, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
       block_aligned_inside(b, p);
     }
     return cleared_if(zero, p, size);
@@ -185,25 +185,13 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
       uint8_t flags = pg->flags;
-      if (likely(flags == PAGE_CURRENT)) {
-        /* The current page stays when its last block comes back: no test
-         * for it (where pages hold a block or two, that test went either
-         * way at random, a branch the CPU could not predict). */
-        page_take_back(pg, p);
+      /* Current, parked as full or neither: one compare (page_flags_set). */
+      if (likely(!(flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
+        if (unlikely(page_take_back(pg, p) < pg->free_alarm)) _bk_heap_block_alarm(p);
         return;
       }
       if (flags == PAGE_HOT) {
         if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
-        return;
-      }
-      if (flags == 0) {
-        if (unlikely(page_take_back(pg, p) == 0)) _bk_heap_page_emptied(h, pg);
-        return;
-      }
-      if (flags == PAGE_IN_FULL) {
-        /* A full page goes back to its queue only once a sixteenth of its
-         * blocks are free (page_queue.c). */
-        if (unlikely(page_may_unfull(pg, page_take_back(pg, p)))) _bk_heap_page_unfull(h, pg);
         return;
       }
     }

@@ -15,12 +15,12 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
   PUBLISH(pg->block_size, _bk_class_size(cls));
   page_secure_init(pg);
-  PUBLISH(pg->reserved, (uint32_t)(area / pg->block_size));
+  PUBLISH(pg->reserved, (uint16_t)(area / pg->block_size));
   PUBLISH(pg->capacity, 0);
   PUBLISH(pg->used, 0);
   pg->free = NULL;
   pg->local_free = NULL;
-  PUBLISH(pg->flags, _bk_hot_class(cls) ? PAGE_HOT : 0);
+  page_flags_set(pg, _bk_hot_class(cls) ? PAGE_HOT : 0);
   PUBLISH(pg->size_class, (uint8_t)cls);
   PUBLISH(pg->in_use, 1);
   pg->link.next = pg->link.prev = NULL;
@@ -34,7 +34,8 @@ void _bk_page_extend(page_t *pg) {
   size_t bsize = pg->block_size;
   size_t count = EXTEND_BYTES / bsize;
   if (count == 0) count = 1;
-  if (count > pg->reserved - pg->capacity) count = pg->reserved - pg->capacity;
+  size_t room = (size_t)pg->reserved - pg->capacity;
+  if (count > room) count = room;
   if (count == 0) return;
   uint8_t *first = pg->start + (size_t)pg->capacity * bsize;
   /* Before the links are written: a locked add waits for earlier stores,
@@ -51,7 +52,7 @@ void _bk_page_extend(page_t *pg) {
   link_set((block_t *)last, pg->free);
   pg->free = (block_t *)first;
 #endif
-  PUBLISH(pg->capacity, pg->capacity + (uint32_t)count);
+  PUBLISH(pg->capacity, (uint16_t)(pg->capacity + count));
   page_secure_update(pg);
 }
 

@@ -12,8 +12,8 @@ static void direct_update(heap_t *h, unsigned cls) {
   page_t *pg = heap_queue_first(h, cls), *was = h->direct[size / 16];
   if (!pg) pg = &_bk_page_empty;
   if (was == pg) return;
-  if (was != &_bk_page_empty) PUBLISH(was->flags, (uint8_t)(was->flags & ~PAGE_CURRENT));
-  if (pg != &_bk_page_empty) PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_CURRENT));
+  if (was != &_bk_page_empty) page_flags_set(was, (uint8_t)(was->flags & ~PAGE_CURRENT));
+  if (pg != &_bk_page_empty) page_flags_set(pg, (uint8_t)(pg->flags | PAGE_CURRENT));
   size_t lo = cls == 1 ? 0 : _bk_class_size(cls - 1) / 16 + 1;
   for (size_t i = lo; i <= size / 16; i++) h->direct[i] = pg;
 }
@@ -26,7 +26,7 @@ void _bk_heap_queue_push_front(heap_t *h, page_t *pg) {
 void _bk_heap_queue_push(heap_t *h, page_t *pg) {
   list_push_back(&h->queues[pg->size_class], &pg->link);
   if (heap_is_current(h, pg)) direct_update(h, pg->size_class);
-  else PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_CURRENT)); /* (an adopted page may have been current) */
+  else page_flags_set(pg, (uint8_t)(pg->flags & ~PAGE_CURRENT)); /* (an adopted page may have been current) */
 }
 
 void _bk_heap_queue_to_front(heap_t *h, page_t *pg) {
@@ -40,7 +40,7 @@ void _bk_heap_page_to_full(heap_t *h, page_t *pg) {
   bool was_first = heap_is_current(h, pg);
   list_remove(&h->queues[pg->size_class], &pg->link);
   list_push_back(&h->full, &pg->link);
-  PUBLISH(pg->flags, (uint8_t)(pg->flags | PAGE_IN_FULL));
+  page_flags_set(pg, (uint8_t)(pg->flags | PAGE_IN_FULL));
   if (was_first) direct_update(h, pg->size_class);
 }
 
@@ -51,7 +51,7 @@ void _bk_heap_page_to_full(heap_t *h, page_t *pg) {
  * bench/ring). */
 void _bk_heap_page_unfull(heap_t *h, page_t *pg) {
   list_remove(&h->full, &pg->link);
-  PUBLISH(pg->flags, (uint8_t)(pg->flags & ~PAGE_IN_FULL));
+  page_flags_set(pg, (uint8_t)(pg->flags & ~PAGE_IN_FULL));
   _bk_heap_queue_push(h, pg);
 }
 
@@ -65,9 +65,20 @@ void _bk_heap_page_emptied(heap_t *h, page_t *pg) {
  * thread through the delayed list). */
 void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
   BRISK_ASSERT(pg->used > 0);
-  page_take_back(pg, b);
-  if ((pg->flags & PAGE_IN_FULL) && page_may_unfull(pg, pg->used)) _bk_heap_page_unfull(h, pg);
+  if (page_take_back(pg, b) < pg->free_alarm) _bk_heap_page_alarm(h, pg);
+}
+
+/* A free left pg's blocks in use below its alarm (page_flags_set). */
+void _bk_heap_page_alarm(heap_t *h, page_t *pg) {
+  if (pg->flags & PAGE_IN_FULL) _bk_heap_page_unfull(h, pg);
   if (pg->used == 0) _bk_heap_page_emptied(h, pg);
+}
+
+/* The same, from free's fast path, for its thread's block p: called with
+ * p alone, the fast path keeps no copy of the page's address for it. */
+void _bk_heap_block_alarm(void *p) {
+  segment_t *seg = (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
+  _bk_heap_page_alarm(_bk_tls_heap, page_of(seg, p));
 }
 
 static bool delayed_link_ok(heap_t *h, const block_t *next) {

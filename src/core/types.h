@@ -94,9 +94,12 @@ typedef struct page {
   block_t *free;       /* next blocks to hand out (owner) */
   block_t *local_free; /* blocks freed by the owner since the last collect (owner) */
   uint32_t used;       /* blocks handed out and not yet known to be free (PUBLISHed) */
-  uint32_t capacity;   /* blocks threaded into lists so far (PUBLISHed) */
-  uint32_t reserved;   /* blocks the page can hold */
-  uint8_t flags;       /* page_flags; 0 means the free fast path applies (PUBLISHed) */
+  /* An owner's free that leaves `used` below this takes the slow path
+   * (page_flags_set says when; owner only). */
+  uint32_t free_alarm;
+  uint16_t capacity; /* blocks threaded into lists so far (PUBLISHed; a page holds at most 4096) */
+  uint16_t reserved; /* blocks the page can hold */
+  uint8_t flags;     /* page_flags; 0 means the free fast path applies (PUBLISHed) */
   uint8_t size_class;
   uint8_t in_use;      /* assigned to a size class (vs free in segment) */
   uint8_t needs_purge; /* free in its segment, dirty, not yet purged */
@@ -128,6 +131,9 @@ typedef struct page {
   _Atomic(struct heap *) heap;
   list_node_t link;        /* in the heap's queue for its class, or its full list (owner) */
   uint64_t released_at_ms; /* when it went back to its segment (for purging) */
+#if !BRISK_SECURE
+  uint8_t pad[40]; /* to 128 bytes, as the secure fields make it there */
+#endif
 #if BRISK_CHECKED
   /* Blocks handed out since the page's init, counted in address order: a
    * page hands out its fresh blocks in that order (_bk_page_extend threads
@@ -138,9 +144,13 @@ typedef struct page {
   uint32_t handed_out;
 #endif
 } page_t;
-/* 128 bytes in the secure library (a free finds its page with one shift),
- * which rounds its segment header up to 12 KiB with 4 KiB OS pages. */
-_Static_assert(!BRISK_SECURE || BRISK_CHECKED || sizeof(page_t) == 128, "secure page_t: 128 bytes");
+/* The fewest bytes a block has in the pages with the most blocks: */
+_Static_assert((1u << SMALL_PAGE_SHIFT) / BLOCK_ALIGN <= UINT16_MAX, "a page's block counts fit 16 bits");
+/* 128 bytes (a free finds its page with one shift, and the fields a malloc
+ * or free touches share one line), but in the checked library: the
+ * segment header takes 8.1 KiB, 12 KiB in the secure library with its
+ * guard, of the 4 MiB segment. */
+_Static_assert(BRISK_CHECKED || sizeof(page_t) == 128, "page_t: 128 bytes");
 
 /* ---- Segments ----------------------------------------------------------- */
 
@@ -170,8 +180,8 @@ typedef struct segment {
   /* In its heap's segment list (owner), the abandoned list or an explicit
    * heap's huge blocks (under their locks). */
   list_node_t link;
-  list_node_t registry_link; /* every mapped segment (under the registry lock) */
-  page_t pages[MAX_PAGES_PER_SEGMENT];
+  list_node_t registry_link;                        /* every mapped segment (under the registry lock) */
+  _Alignas(64) page_t pages[MAX_PAGES_PER_SEGMENT]; /* a page's hot fields on one line */
 } segment_t;
 
 #define HUGE_BLOCK_OFFSET (((offsetof(segment_t, pages) + sizeof(page_t)) + 63) & ~(size_t)63)
