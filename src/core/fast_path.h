@@ -29,7 +29,7 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
    * load now, so that a list of blocks freed long ago (cold in the cache)
    * costs the program's time between two mallocs, not the malloc itself. */
   __builtin_prefetch(next);
-  PUBLISH_ADD(pg->used, 1);
+  PUBLISH_ADD(pg->used_past_alarm, 1);
   stat_add(&h->stat_requested, size);
   block_handed_out(b);
   return b;
@@ -187,7 +187,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
       uint8_t flags = pg->flags;
       /* Current, parked as full or neither: one compare (page_flags_set). */
       if (likely(!(flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
-        if (unlikely(page_take_back(pg, p) < pg->free_alarm)) _bk_heap_block_alarm(p);
+        if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
         return;
       }
       if (flags == PAGE_HOT) {

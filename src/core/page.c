@@ -17,7 +17,9 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   page_secure_init(pg);
   PUBLISH(pg->reserved, (uint16_t)(area / pg->block_size));
   PUBLISH(pg->capacity, 0);
-  PUBLISH(pg->used, 0);
+  /* No block in use and no alarm, which page_flags_set sets from there. */
+  PUBLISH(pg->used_past_alarm, 0);
+  PUBLISH(pg->free_alarm, 0);
   pg->free = NULL;
   pg->local_free = NULL;
   page_flags_set(pg, _bk_hot_class(cls) ? PAGE_HOT : 0);
@@ -76,8 +78,8 @@ void _bk_page_collect(page_t *pg) {
   uint32_t n = 0;
   block_t *remote = take_thread_free(pg, &n);
   if (remote) {
-    BRISK_ASSERT(n <= pg->used);
-    PUBLISH(pg->used, pg->used - n);
+    BRISK_ASSERT(n <= page_used(pg));
+    PUBLISH(pg->used_past_alarm, pg->used_past_alarm - (int32_t)n);
     if (!pg->free) {
       pg->free = remote;
     } else if (!pg->local_free) {

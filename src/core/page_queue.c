@@ -64,14 +64,14 @@ void _bk_heap_page_emptied(heap_t *h, page_t *pg) {
 /* A block of h's own page, freed by h's thread (or handed over by another
  * thread through the delayed list). */
 void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
-  BRISK_ASSERT(pg->used > 0);
-  if (page_take_back(pg, b) < pg->free_alarm) _bk_heap_page_alarm(h, pg);
+  BRISK_ASSERT(page_used(pg) > 0);
+  if (page_take_back(pg, b)) _bk_heap_page_alarm(h, pg);
 }
 
 /* A free left pg's blocks in use below its alarm (page_flags_set). */
 void _bk_heap_page_alarm(heap_t *h, page_t *pg) {
   if (pg->flags & PAGE_IN_FULL) _bk_heap_page_unfull(h, pg);
-  if (pg->used == 0) _bk_heap_page_emptied(h, pg);
+  if (page_used(pg) == 0) _bk_heap_page_emptied(h, pg);
 }
 
 /* The same, from free's fast path, for its thread's block p: called with

@@ -204,7 +204,7 @@ static inline bool lists_hold_every_block(const page_t *pg) {
 void _bk_segment_page_release(heap_t *h, page_t *pg) {
   segment_t *seg = segment_of(pg);
   list_t *list = &h->segments[seg->kind];
-  BRISK_ASSERT(pg->used == 0);
+  BRISK_ASSERT(page_used(pg) == 0);
   BRISK_ASSERT_FULL(lists_hold_every_block(pg));
   _bk_segment_page_freed(seg, pg);
   list_move_to_front(list, &seg->link);

@@ -93,9 +93,10 @@ struct segment;
 typedef struct page {
   block_t *free;       /* next blocks to hand out (owner) */
   block_t *local_free; /* blocks freed by the owner since the last collect (owner) */
-  uint32_t used;       /* blocks handed out and not yet known to be free (PUBLISHed) */
-  /* An owner's free that leaves `used` below this takes the slow path
-   * (page_flags_set says when; owner only). */
+  /* Blocks handed out and not yet known to be free (page_used), kept as
+   * the count less free_alarm: an owner's free that takes it below 0 takes
+   * the slow path (page_flags_set says when). Both PUBLISHed. */
+  int32_t used_past_alarm;
   uint32_t free_alarm;
   uint16_t capacity; /* blocks threaded into lists so far (PUBLISHed; a page holds at most 4096) */
   uint16_t reserved; /* blocks the page can hold */

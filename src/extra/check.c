@@ -54,9 +54,9 @@ static int check_page(const page_t *pg) {
   /* Remote frees not yet collected still count in `used`. */
   long remote = 0;
   for (const block_t *b = tf_list(atomic_load(&((page_t *)pg)->thread_free)); b; b = link_get(b)) remote++;
-  if ((long)pg->used + free_blocks - remote > (long)pg->capacity)
+  if ((long)page_used(pg) + free_blocks - remote > (long)pg->capacity)
     return failure(BRISK_CHECK_PAGE, "page %p (blocks of %zu): %u used + %ld free exceed its %u blocks",
-                   (void *)pg->start, pg->block_size, pg->used, free_blocks - remote, pg->capacity);
+                   (void *)pg->start, pg->block_size, page_used(pg), free_blocks - remote, pg->capacity);
   return BRISK_CHECK_OK;
 }
 

@@ -60,7 +60,7 @@ static void add_paged_segment(brisk_stats_t *st, uint64_t *free_chunks, segment_
       continue;
     }
     unsigned cls = PEEK(pg->size_class);
-    uint64_t used = PEEK(pg->used), slots = PEEK(pg->reserved);
+    uint64_t used = page_used(pg), slots = PEEK(pg->reserved);
     if (slots > used) *free_chunks += slots - used;
     t->committed += area;
     t->live_blocks += used;
