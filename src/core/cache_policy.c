@@ -17,7 +17,11 @@
  */
 #include "core/core.h"
 
+/* Stepped by each thread (counter_step) in steps of HUGE_LIVE_STEP: a
+ * thread's loop over a block smaller than that touches no shared line. */
 static _Atomic(size_t) huge_live_bytes;
+#define HUGE_LIVE_STEP ((long)64 << 20)
+static __thread long huge_live_pending BRISK_TLS;
 static _Atomic(uint64_t) rebuild_until_ms;
 static _Atomic(uint64_t) window_start_ms;
 
@@ -27,9 +31,18 @@ typedef struct window_peak {
 } window_peak_t;
 static window_peak_t mapped_peak, touched_peak;
 
-void _bk_cache_note_huge_live(size_t added, size_t removed) {
-  if (added) atomic_fetch_add_explicit(&huge_live_bytes, added, memory_order_relaxed);
-  if (removed) atomic_fetch_sub_explicit(&huge_live_bytes, removed, memory_order_relaxed);
+void _bk_cache_note_huge_live(long delta) {
+  counter_step(&huge_live_bytes, &huge_live_pending, delta, HUGE_LIVE_STEP);
+}
+
+void _bk_cache_huge_live_flush(void) { counter_flush(&huge_live_bytes, &huge_live_pending); }
+
+/* The live huge blocks' bytes: every thread's steps, and this thread's
+ * changes since its last (below zero for a moment when one thread's frees
+ * are added before the allocations another still holds back). */
+static size_t huge_live(void) {
+  ptrdiff_t n = (ptrdiff_t)atomic_load_explicit(&huge_live_bytes, memory_order_relaxed) + huge_live_pending;
+  return n < 0 ? 0 : (size_t)n;
 }
 
 static size_t peak_update(window_peak_t *w, size_t value, bool new_window) {
@@ -55,9 +68,7 @@ size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched) {
   bool new_window = now - start >= _bk_opt.purge_delay_ms &&
       atomic_compare_exchange_strong_explicit(&window_start_ms, &start, now, memory_order_relaxed,
                                               memory_order_relaxed);
-  *touched = peak_update(
-      &touched_peak, _bk_segment_threaded_bytes() + atomic_load_explicit(&huge_live_bytes, memory_order_relaxed),
-      new_window);
+  *touched = peak_update(&touched_peak, _bk_segment_threaded_bytes() + huge_live(), new_window);
   return peak_update(&mapped_peak, mapped > cached ? mapped - cached : 0, new_window);
 }
 
@@ -73,7 +84,7 @@ void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now) {
 void _bk_cache_rebuild_end(void) { atomic_store_explicit(&rebuild_until_ms, 0, memory_order_relaxed); }
 
 size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, size_t rebuilding, uint64_t now) {
-  size_t live = atomic_load_explicit(&huge_live_bytes, memory_order_relaxed);
+  size_t live = huge_live();
   live = live > SIZE_MAX / times ? SIZE_MAX : live * times;
   if (live < floor) live = floor;
   if (now < atomic_load_explicit(&rebuild_until_ms, memory_order_relaxed) && rebuilding > live) return rebuilding;

@@ -61,6 +61,29 @@ BRISK_INTERNAL void _bk_page_free_remote(page_t *pg, block_t *b);
 BRISK_INTERNAL void _bk_page_fork_gate_close(void);
 BRISK_INTERNAL void _bk_page_fork_gate_open(bool in_child);
 
+/* ---- Counters every thread steps ---------------------------------------- *
+ * A sum that threads change often and that the caches read as a hint (the
+ * bytes blocks have touched): a thread with a heap adds its changes to
+ * *pending, its own, and to *total only once they reach `step` either way
+ * (and at its exit), so that no malloc or free waits for a shared line: an
+ * add per huge block alloc and free took 83% of a 4 MiB malloc-free loop on
+ * two threads. The error is below `step` per live thread. */
+static inline void counter_step(_Atomic(size_t) *total, long *pending, long delta, long step) {
+  if (_bk_tls_heap != &_bk_heap_empty) {
+    *pending += delta;
+    if (*pending<step && * pending> - step) return;
+    delta = *pending;
+    *pending = 0;
+  }
+  atomic_fetch_add_explicit(total, (size_t)delta, memory_order_relaxed);
+}
+
+/* The thread's changes not yet added (at its exit). */
+static inline void counter_flush(_Atomic(size_t) *total, long *pending) {
+  atomic_fetch_add_explicit(total, (size_t)*pending, memory_order_relaxed);
+  *pending = 0;
+}
+
 /* ---- segment.c: segments and the pages in them -------------------------- */
 BRISK_INTERNAL segment_t *_bk_segment_map(size_t size, size_t align, size_t skew);
 BRISK_INTERNAL void *_bk_segment_map_space(size_t size);
@@ -79,7 +102,8 @@ BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool f
 BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
 
 /* ---- cache_policy.c: how much the caches keep unpurged ------------------ */
-BRISK_INTERNAL void _bk_cache_note_huge_live(size_t added, size_t removed);
+BRISK_INTERNAL void _bk_cache_note_huge_live(long delta);
+BRISK_INTERNAL void _bk_cache_huge_live_flush(void);
 BRISK_INTERNAL size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched);
 /* A block taken back from a cache: purged or not, in it since cached_at. */
 BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now);

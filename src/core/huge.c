@@ -272,13 +272,13 @@ void *_bk_huge_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   }
   PUBLISH(seg->purged, 0);
   seg->live = 1;
-  _bk_cache_note_huge_live(seg->mapped_size, 0);
+  _bk_cache_note_huge_live((long)seg->mapped_size);
   return p;
 }
 
 void _bk_huge_free(segment_t *seg) {
   BRISK_ASSERT(seg->kind == SEG_HUGE && seg->block_offset < seg->mapped_size);
-  _bk_cache_note_huge_live(0, seg->mapped_size);
+  _bk_cache_note_huge_live(-(long)seg->mapped_size);
   heap_unlink(seg);
   /* The thread's warm blocks are bounded by their slots and a per-block
    * cap, and are not counted against the segment cache's cap: no shared
@@ -308,14 +308,14 @@ void *_bk_huge_realloc(segment_t *seg, void *p, size_t size, size_t align) {
   size_t need = offset + size + guard_size(), old_size = seg->mapped_size;
   if (need <= old_size) {
     if (need < old_size / 2 && resize_in_place(seg, huge_round(need)))
-      _bk_cache_note_huge_live(0, old_size - seg->mapped_size);
+      _bk_cache_note_huge_live((long)seg->mapped_size - (long)old_size);
     return p;
   }
   segment_t *grown;
   if (align <= SEGMENT_SIZE) grown = huge_grow(seg, huge_round(need));
   else grown = resize_in_place(seg, huge_round(need)) ? seg : NULL;
   if (!grown) return NULL;
-  _bk_cache_note_huge_live(grown->mapped_size - old_size, 0);
+  _bk_cache_note_huge_live((long)grown->mapped_size - (long)old_size);
   return (uint8_t *)grown + offset;
 }
 

@@ -64,26 +64,14 @@ void _bk_segment_unmap(segment_t *seg) {
  * changed when a page threads more blocks or goes back to its segment. */
 static _Atomic(size_t) threaded_bytes;
 
-/* A thread with a heap adds its changes in steps of THREADED_STEP (a locked
- * add per page extension cost 3-13% of a loop that refills many pages);
- * its thread exit adds the rest. */
+/* Stepped by each thread (counter_step: a locked add per page extension
+ * cost 3-13% of a loop that refills many pages). */
 #define THREADED_STEP ((long)256 << 10)
 static __thread long threaded_pending BRISK_TLS;
 
-void _bk_segment_threaded(long bytes) {
-  if (_bk_tls_heap != &_bk_heap_empty) {
-    threaded_pending += bytes;
-    if (threaded_pending < THREADED_STEP && threaded_pending > -THREADED_STEP) return;
-    bytes = threaded_pending;
-    threaded_pending = 0;
-  }
-  atomic_fetch_add_explicit(&threaded_bytes, (size_t)bytes, memory_order_relaxed);
-}
+void _bk_segment_threaded(long bytes) { counter_step(&threaded_bytes, &threaded_pending, bytes, THREADED_STEP); }
 
-void _bk_segment_threaded_flush(void) {
-  atomic_fetch_add_explicit(&threaded_bytes, (size_t)threaded_pending, memory_order_relaxed);
-  threaded_pending = 0;
-}
+void _bk_segment_threaded_flush(void) { counter_flush(&threaded_bytes, &threaded_pending); }
 
 /* (Below zero for a moment when one thread's frees are added before the
  * extensions another still holds back.) */

@@ -53,6 +53,7 @@ void _bk_heap_thread_done(void *value) {
   }
   _bk_huge_purge_warm(h, 0, true);
   _bk_segment_threaded_flush();
+  _bk_cache_huge_live_flush();
   _bk_tls_heap = &_bk_heap_empty;
   _bk_heap_unregister(h);
   _bk_abandoned_trim(_bk_heaps_live());
