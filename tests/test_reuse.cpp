@@ -146,6 +146,42 @@ TEST(FullPages, ComeBackOnceASixteenthOfTheirBlocksIsFree) {
   });
 }
 
+// The statistics count a page's blocks in use exactly through every state
+// the free fast path tells apart (current, in its queue, parked as full, back
+// from full, emptied): the count is kept less the page's alarm, and each
+// change of state moves both (page_flags_set).
+TEST(FullPages, StatisticsCountBlocksInUseThroughEveryPageState) {
+  bt::on_fresh_thread([] {
+    const brisk_stats_t before = bt::stats_now();
+    const unsigned cls = bt::class_for(before, 1024);
+    ASSERT_NE(cls, 0u);
+    Taken t;
+    auto live = [&] {
+      size_t n = 0;
+      for (void *p : t.blocks) n += p != nullptr;
+      return n;
+    };
+    auto expect_live = [&](const char *when) {
+      EXPECT_EQ(bt::stats_now().class_live_blocks[cls], before.class_live_blocks[cls] + live()) << when;
+    };
+    uintptr_t first = t.to_next_page();
+    expect_live("first page current");
+    uintptr_t second = t.to_next_page();  // `first` parked as full
+    expect_live("first page parked");
+    size_t sixteenth = (t.count_on(first) + 15) / 16;
+    t.free_on(first, sixteenth - 1);
+    expect_live("frees to a parked page");
+    t.free_on(first, 1);  // back in its queue
+    expect_live("a parked page back in its queue");
+    t.free_on(second, 3);  // the current page
+    expect_live("frees to the current page");
+    t.free_on(first, t.count_on(first));  // emptied: back to its segment
+    expect_live("a page emptied");
+    t.to_next_page();
+    expect_live("the next page");
+  });
+}
+
 }  // namespace
 
 // ---- Working sets freed and built again --------------------------------------
