@@ -70,10 +70,13 @@ BRISK_INTERNAL void _bk_page_fork_gate_open(bool in_child);
  * two threads. The error is below `step` per live thread. */
 static inline void counter_step(_Atomic(size_t) *total, long *pending, long delta, long step) {
   if (_bk_tls_heap != &_bk_heap_empty) {
-    *pending += delta;
-    if (*pending<step && * pending> - step) return;
-    delta = *pending;
+    long held = *pending + delta;
+    if (held > -step && held < step) {
+      *pending = held;
+      return;
+    }
     *pending = 0;
+    delta = held;
   }
   atomic_fetch_add_explicit(total, (size_t)delta, memory_order_relaxed);
 }

@@ -185,7 +185,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
       uint8_t flags = pg->flags;
-      /* Current, parked as full or neither: one compare (page_flags_set). */
+      /* Current, parked as full or neither: one sign test (page_flags_set). */
       if (likely(!(flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
         if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
         return;

@@ -78,11 +78,11 @@ enum delayed_state {
 #define TF_PTR_MASK ((TF_COUNT_ONE - 1) & ~TF_STATE_MASK)
 static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
 
-/* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c), so the
- * free fast path, which needs flags 0, leaves them to the generic free.
+/* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c).
  * PAGE_CURRENT: the page its class allocates from (a class of the direct
- * sizes; page_queue.c sets it with the direct slots): a free there does not
- * test for the page's last block, since the current page stays anyway. */
+ * sizes; page_queue.c sets it with the direct slots). The free fast path
+ * takes pages with neither PAGE_HOT nor PAGE_HAS_ALIGNED; what it does
+ * for the rest (current, parked) is in the alarm page_flags_set sets. */
 enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4, PAGE_CURRENT = 8 };
 
 struct heap;
@@ -100,7 +100,7 @@ typedef struct page {
   uint32_t free_alarm;
   uint16_t capacity; /* blocks threaded into lists so far (PUBLISHed; a page holds at most 4096) */
   uint16_t reserved; /* blocks the page can hold */
-  uint8_t flags;     /* page_flags; 0 means the free fast path applies (PUBLISHed) */
+  uint8_t flags;     /* page_flags, written by page_flags_set alone (PUBLISHed) */
   uint8_t size_class;
   uint8_t in_use;      /* assigned to a size class (vs free in segment) */
   uint8_t needs_purge; /* free in its segment, dirty, not yet purged */
@@ -147,8 +147,8 @@ typedef struct page {
 } page_t;
 /* The fewest bytes a block has in the pages with the most blocks: */
 _Static_assert((1u << SMALL_PAGE_SHIFT) / BLOCK_ALIGN <= UINT16_MAX, "a page's block counts fit 16 bits");
-/* 128 bytes (a free finds its page with one shift, and the fields a malloc
- * or free touches share one line), but in the checked library: the
+/* 128 bytes (a free finds its page with one shift; in the release library
+ * the fields a malloc or free touches share one line), but in the checked library: the
  * segment header takes 8.1 KiB, 12 KiB in the secure library with its
  * guard, of the 4 MiB segment. */
 _Static_assert(BRISK_CHECKED || sizeof(page_t) == 128, "page_t: 128 bytes");
