@@ -50,7 +50,12 @@ void _bk_page_extend(page_t *pg) {
   /* In address order: the checked library tells a fresh block from a freed
    * one by its index (checked_block.c). */
   uint8_t *last = first + (count - 1) * bsize;
-  for (uint8_t *b = first; b < last; b += bsize) link_set((block_t *)b, (block_t *)(b + bsize));
+  for (uint8_t *b = first; b < last; b += bsize) {
+    /* (Fetched for writing a few blocks ahead, as in the secure library's
+     * window: bench/fixed, 64-512 B, 2-10% faster.) */
+    __builtin_prefetch(b + 8 * bsize, 1);
+    link_set((block_t *)b, (block_t *)(b + bsize));
+  }
   link_set((block_t *)last, pg->free);
   pg->free = (block_t *)first;
 #endif

@@ -121,7 +121,15 @@ static BRISK_NOINLINE block_t *thread_window(block_t *anchor, uint8_t *first, si
   block_t *prev = anchor;
   uint8_t *window[WINDOW];
   size_t filled = count < WINDOW ? count : WINDOW;
-  for (size_t i = 0; i < filled; i++) window[i] = first + i * bsize;
+  /* Each block is fetched for writing as it enters the window: its link
+   * and mark are stored some picks later, in an order the CPU's
+   * prefetchers do not follow, to memory not in the cache as a rule (the
+   * blocks of a page emptied earlier). Without it, bench/fixed's 128 B
+   * objects: 57 M/s, and 30% of the time here; with it 76. */
+  for (size_t i = 0; i < filled; i++) {
+    window[i] = first + i * bsize;
+    __builtin_prefetch(window[i], 1);
+  }
   uint8_t *after = first + filled * bsize, *end = first + count * bsize;
   /* While blocks remain beyond a full window, a pick is 4 random bits (60
    * under a marker bit: fifteen picks a number); then the window drains,
@@ -132,6 +140,7 @@ static BRISK_NOINLINE block_t *thread_window(block_t *anchor, uint8_t *first, si
     size_t pick = bits & (WINDOW - 1);
     bits >>= 4;
     thread_one(keys, freed, &prev, window[pick]);
+    __builtin_prefetch(after, 1);
     window[pick] = after;
   }
   for (size_t left = filled; left > 1;) {
