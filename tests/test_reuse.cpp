@@ -182,43 +182,6 @@ TEST(FullPages, StatisticsCountBlocksInUseThroughEveryPageState) {
   });
 }
 
-// A page whose blocks all came back goes to its segment with its lists as
-// they were, and the next page its class takes is that one, lists and all
-// (page_lists_kept_for): it hands its blocks out again in the order its
-// lists hold them, the block freed last first, threading none anew. Once
-// purged, its memory reads as zero and holds no list: it is threaded
-// afresh, every block of it again.
-TEST(EmptiedPages, KeepTheirListsUntilPurged) {
-  bt::on_fresh_thread([] {
-    const long long delay = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
-    ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
-    Taken t;
-    uintptr_t first = t.to_next_page();
-    ASSERT_NE(t.to_next_page(), 0u);  // `first` is full and parked
-    const size_t held = t.count_on(first);
-    ASSERT_GE(held, 32u);
-    std::vector<void *> freed;
-    for (void *&p : t.blocks)
-      if (p && Taken::page(p) == first) freed.push_back(p), brisk_free(p), p = nullptr;
-    // The current page fills; its class's next page is `first`, which
-    // hands out its blocks last freed first.
-    ASSERT_EQ(t.to_next_page(), first);
-    size_t from = t.blocks.size() - 1;
-    while (Taken::page(t.blocks.back()) == first && t.blocks.size() - from < 8) t.blocks.push_back(brisk_malloc(1024));
-    for (size_t i = 0; i < 8; i++) EXPECT_EQ(t.blocks[from + i], freed[freed.size() - 1 - i]) << i;
-    // Filled, emptied again (it is not the current page), purged, taken
-    // again: every block of it serves.
-    ASSERT_NE(t.to_next_page(), 0u);
-    EXPECT_EQ(t.count_on(first), held);
-    t.free_on(first, held);
-    brisk_collect();
-    ASSERT_EQ(t.to_next_page(), first);
-    ASSERT_NE(t.to_next_page(), 0u);
-    EXPECT_EQ(t.count_on(first), held);
-    brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
-  });
-}
-
 }  // namespace
 
 // ---- Working sets freed and built again --------------------------------------

@@ -92,7 +92,7 @@ BRISK_INTERNAL segment_t *_bk_segment_map(size_t size, size_t align, size_t skew
 BRISK_INTERNAL void *_bk_segment_map_space(size_t size);
 BRISK_INTERNAL void _bk_segment_mark(segment_t *seg, bool on);
 BRISK_INTERNAL void _bk_segment_unmap(segment_t *seg);
-BRISK_INTERNAL page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind, unsigned cls);
+BRISK_INTERNAL page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind);
 BRISK_INTERNAL void _bk_segment_page_release(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_segment_page_freed(segment_t *seg, page_t *pg);
 BRISK_INTERNAL void _bk_segment_pages_delta(segment_t *seg, long pages);
@@ -103,17 +103,6 @@ BRISK_INTERNAL uint64_t _bk_page_resident_bits(segment_t *seg, const page_t *pg)
 BRISK_INTERNAL void _bk_segment_release(segment_t *seg);
 BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force);
 BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
-
-/* Whether a free page taken for blocks of class cls keeps the lists it
- * had: it held blocks of cls and was not purged since (a purge clears
- * needs_purge, and so does a segment's setup, fresh or from the cache), so
- * its lists hold every block it threaded, as when its last block came
- * back. A program that frees all its blocks of a size and allocates as
- * many again then threads none of them anew. The checked library starts
- * its pages afresh (it counts blocks handed out in address order). */
-static inline bool page_lists_kept_for(const page_t *pg, unsigned cls) {
-  return !BRISK_CHECKED && !pg->in_use && pg->needs_purge && pg->size_class == cls && pg->capacity != 0;
-}
 
 /* ---- cache_policy.c: how much the caches keep unpurged ------------------ */
 BRISK_INTERNAL void _bk_cache_note_huge_live(long delta);

@@ -58,7 +58,7 @@ static page_t *find_page(heap_t *h, unsigned cls) {
   unsigned kind = _bk_class_segment_kind(cls);
   /* Explicit heaps never adopt: destroying one would free others' blocks. */
   if (!h->is_explicit && adopt_for_page(h, kind) && (pg = queued_page(h, cls))) return pg;
-  pg = _bk_segment_page_alloc(h, kind, cls);
+  pg = _bk_segment_page_alloc(h, kind);
   if (!pg) return NULL;
   _bk_page_init(pg, segment_of(pg), cls, h);
   _bk_heap_queue_push_front(h, pg);

@@ -11,24 +11,17 @@
 #define EXTEND_BYTES (16 * 1024)
 
 void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
-  bool kept = page_lists_kept_for(pg, cls);
-  PUBLISH(pg->needs_purge, 0);
   size_t area;
   pg->start = page_area(seg, (size_t)(pg - seg->pages), &area);
   PUBLISH(pg->block_size, _bk_class_size(cls));
   page_secure_init(pg);
   PUBLISH(pg->reserved, (uint16_t)(area / pg->block_size));
+  PUBLISH(pg->capacity, 0);
   /* No block in use and no alarm, which page_flags_set sets from there. */
   PUBLISH(pg->used_past_alarm, 0);
   PUBLISH(pg->free_alarm, 0);
-  if (!kept) {
-    PUBLISH(pg->capacity, 0);
-    pg->free = NULL;
-    pg->local_free = NULL;
-  } else if (!pg->free) {
-    pg->free = pg->local_free;
-    pg->local_free = NULL;
-  }
+  pg->free = NULL;
+  pg->local_free = NULL;
   page_flags_set(pg, _bk_hot_class(cls) ? PAGE_HOT : 0);
   PUBLISH(pg->size_class, (uint8_t)cls);
   PUBLISH(pg->in_use, 1);
@@ -36,12 +29,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
   atomic_store_explicit(&pg->heap, h, memory_order_release);
   page_initialized(pg);
-  if (!kept) {
-    _bk_page_extend(pg);
-    return;
-  }
-  _bk_segment_threaded((long)((size_t)pg->capacity * pg->block_size));
-  page_secure_update(pg);
+  _bk_page_extend(pg);
 }
 
 void _bk_page_extend(page_t *pg) {

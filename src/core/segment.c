@@ -141,34 +141,20 @@ static segment_t *segment_new(heap_t *h, unsigned kind) {
   return seg;
 }
 
-/* Of the segment's free pages, the first that still holds the lists of
- * blocks of cls it had (page_lists_kept_for) among the first few looked
- * at, else the first: a page header is a cache line to read, and a scan
- * of a segment's 64 would cost more than the threading it may save. */
-#define KEPT_PAGE_TRIES 8
-static unsigned free_page_pick(const segment_t *seg, unsigned cls) {
-  uint64_t mask = seg->free_page_mask;
-  for (int tries = 0; mask && tries < KEPT_PAGE_TRIES; tries++, mask &= mask - 1) {
-    unsigned idx = (unsigned)__builtin_ctzll(mask);
-    if (page_lists_kept_for(&seg->pages[idx], cls)) return idx;
-  }
-  return (unsigned)__builtin_ctzll(seg->free_page_mask);
-}
-
-/* A free page of `kind` from h's segments, or from a new segment (for
- * blocks of class cls). */
-page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind, unsigned cls) {
+/* A free page of `kind` from h's segments, or from a new segment. */
+page_t *_bk_segment_page_alloc(heap_t *h, unsigned kind) {
   if (!heap_may_map(h, (size_t)1 << kind_page_shift[kind])) return NULL;
   segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link);
   if (!seg || !seg->free_page_mask) seg = segment_new(h, kind);
   if (!seg) return NULL;
-  unsigned idx = free_page_pick(seg, cls);
+  unsigned idx = (unsigned)__builtin_ctzll(seg->free_page_mask);
   seg->free_page_mask &= ~((uint64_t)1 << idx);
   seg->pages_in_use++;
   _bk_segment_pages_delta(seg, 1);
   if (!seg->free_page_mask) list_move_to_back(&h->segments[kind], &seg->link);
   page_t *pg = &seg->pages[idx];
   BRISK_ASSERT(!pg->in_use);
+  PUBLISH(pg->needs_purge, 0);
   return pg;
 }
 
@@ -182,10 +168,7 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
   PUBLISH(pg->needs_purge, 1);
   seg->resident_mask |= _bk_page_resident_bits(seg, pg);
   pg->released_at_ms = _bk_os_now_ms();
-  /* Its lists hold every block it threaded (none is in use): kept for
-   * page_lists_kept_for, unless the checked library's count of blocks
-   * handed out in order (page_initialized) must start again. */
-  if (BRISK_CHECKED) pg->free = pg->local_free = NULL;
+  pg->free = pg->local_free = NULL;
   seg->free_page_mask |= (uint64_t)1 << idx;
   seg->pages_in_use--;
   _bk_segment_pages_delta(seg, -1);
