@@ -31,6 +31,34 @@ TEST(HotReuse, JustFreedBlockComesBackFirst) {
   });
 }
 
+// A block of 1 KiB or less goes back to its page. The release library
+// hands the page's last freed block out next, while its lines are still in
+// the cache (page_take_back); the secure library does not, since the block
+// a program just freed is what a use-after-free would count on getting.
+TEST(PageReuse, JustFreedSmallBlockComesBackFirstButNotInTheSecureLibrary) {
+  bt::on_fresh_thread([] {
+    for (size_t n : {16, 64, 256, 1024}) {
+      std::vector<void *> blocks(24);
+      for (auto &p : blocks) ASSERT_NE(p = brisk_malloc(n), nullptr);
+      brisk_free(blocks[7]);
+      brisk_free(blocks[13]);
+      void *a = brisk_malloc(n), *b = brisk_malloc(n);
+#if BRISK_TEST_SECURE
+      // (The page still has fresh blocks to hand out.)
+      EXPECT_NE(a, blocks[13]) << n;
+      EXPECT_NE(a, blocks[7]) << n;
+#else
+      EXPECT_EQ(a, blocks[13]) << n;
+      EXPECT_EQ(b, blocks[7]) << n;
+#endif
+      for (size_t i = 0; i < blocks.size(); i++)
+        if (i != 7 && i != 13) brisk_free(blocks[i]);
+      brisk_free(a);
+      brisk_free(b);
+    }
+  });
+}
+
 TEST(HotReuse, StatisticsCountHotBlocksAsFree) {
   bt::on_fresh_thread([] {
     void *blocks[8];

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -22,8 +23,8 @@ namespace {
 
 constexpr size_t kSmallBytes = 128 * MiB;
 constexpr size_t kLargeBytes = 128 * MiB;
-constexpr size_t kMargin = 64 * MiB;  // what the test requires
-constexpr size_t kSettled = 16 * MiB; // polling stops early below this
+constexpr size_t kMargin = 64 * MiB;   // what the test requires
+constexpr size_t kSettled = 16 * MiB;  // polling stops early below this
 constexpr double kWaitSeconds = 3.0;
 
 double now_s() {
@@ -106,8 +107,8 @@ std::vector<void *> make_list() {
 }
 
 void report(const char *what, size_t base, size_t peak, size_t after, double took) {
-  std::printf("%s: base %s, peak %s, after free %s (waited %.2f s)\n", what, mib(base).c_str(),
-              mib(peak).c_str(), mib(after).c_str(), took);
+  std::printf("%s: base %s, peak %s, after free %s (waited %.2f s)\n", what, mib(base).c_str(), mib(peak).c_str(),
+              mib(after).c_str(), took);
 }
 
 }  // namespace
@@ -126,8 +127,8 @@ TEST(Rss, FallsBackAfterBurstInMainThread) {
   double took = 0;
   const size_t after = wait_for_fall(base, &took, true);
   report("main thread", base, peak, after, took);
-  EXPECT_LE(after, base + kMargin) << "RSS did not fall back within " << kWaitSeconds
-                                   << " s: base " << mib(base) << ", now " << mib(after);
+  EXPECT_LE(after, base + kMargin) << "RSS did not fall back within " << kWaitSeconds << " s: base " << mib(base)
+                                   << ", now " << mib(after);
 }
 
 TEST(Rss, FallsBackAfterBurstInIdleThread) {
@@ -171,8 +172,8 @@ TEST(Rss, FallsBackAfterBurstInIdleThread) {
   brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 0);
   report("idle thread", base, peak, after, took);
   ASSERT_GE(peak, base + 200 * MiB) << "the burst did not become resident";
-  EXPECT_LE(after, base + kMargin) << "RSS did not fall back within " << kWaitSeconds
-                                   << " s: base " << mib(base) << ", now " << mib(after);
+  EXPECT_LE(after, base + kMargin) << "RSS did not fall back within " << kWaitSeconds << " s: base " << mib(base)
+                                   << ", now " << mib(after);
 }
 
 TEST(Rss, FallsBackAfterBurstInExitedThread) {
@@ -195,8 +196,8 @@ TEST(Rss, FallsBackAfterBurstInExitedThread) {
   const size_t after = wait_for_fall(base, &took, true);
   report("exited thread", base, peak, after, took);
   ASSERT_GE(peak, base + 200 * MiB) << "the burst did not become resident";
-  EXPECT_LE(after, base + kMargin) << "RSS did not fall back within " << kWaitSeconds
-                                   << " s: base " << mib(base) << ", now " << mib(after);
+  EXPECT_LE(after, base + kMargin) << "RSS did not fall back within " << kWaitSeconds << " s: base " << mib(base)
+                                   << ", now " << mib(after);
 }
 
 namespace {
@@ -257,7 +258,8 @@ TEST(Rss, FreedHugeBuffersAreGivenBackWithoutALaterCall) {
 // program's own allocation and free calls make (issue #10, item 7): memory
 // in this thread's warm cache and in the shared cache (left by an exited
 // thread) both.
-TEST(Rss, FreedMemoryIsPurgedByAllocationCallsWithoutAThread) {
+// busy_loop: one round of the program's calls after the frees.
+void expect_purged_by_allocation_calls(const std::function<void()> &busy_loop) {
   ASSERT_EQ(brisk_option_set(BRISK_OPTION_BACKGROUND_PURGE, 0), 0);
   // An hour's delay while the memory is freed, so that none is purged
   // before it is measured, however slow the machine.
@@ -289,9 +291,7 @@ TEST(Rss, FreedMemoryIsPurgedByAllocationCallsWithoutAThread) {
   double t0 = now_s();
   size_t after = before;
   while (after > 4 * MiB && now_s() - t0 < 20.0) {
-    void *v[256];
-    for (size_t i = 0; i < 256; ++i) v[i] = brisk_malloc(16 + (i * 40) % 3000);
-    for (void *p : v) brisk_free(p);
+    busy_loop();
     after = unpurged_cached();
   }
   std::printf("unpurged cached bytes: %s before, %s after %.2f s of allocation calls\n", mib(before).c_str(),
@@ -300,4 +300,26 @@ TEST(Rss, FreedMemoryIsPurgedByAllocationCallsWithoutAThread) {
   // (Fewer is fine: an earlier test's helper thread may still be ending.)
   EXPECT_LE(thread_count(), threads) << "brisk started a thread";
   brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
+}
+
+TEST(Rss, FreedMemoryIsPurgedByAllocationCallsWithoutAThread) {
+  expect_purged_by_allocation_calls([] {
+    void *v[256];
+    for (size_t i = 0; i < 256; ++i) v[i] = brisk_malloc(16 + (i * 40) % 3000);
+    for (void *p : v) brisk_free(p);
+  });
+}
+
+// A loop that frees each block before the next malloc of its size finds
+// it again at once, and may never run out of blocks: the purges must not
+// wait for a malloc that does (the heap's heartbeat, fast_path.h).
+TEST(Rss, FreedMemoryIsPurgedByAOneSizeMallocFreeLoop) {
+  expect_purged_by_allocation_calls([] {
+    for (int i = 0; i < 1000; ++i) {
+      void *p = brisk_malloc(64);
+      ASSERT_NE(p, nullptr);
+      static_cast<volatile char *>(p)[0] = 1;
+      brisk_free(p);
+    }
+  });
 }

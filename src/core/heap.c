@@ -65,14 +65,25 @@ static page_t *find_page(heap_t *h, unsigned cls) {
   return pg;
 }
 
+/* The purge timer is read every 64 entries of the slow path and of the
+ * heartbeat. */
+static inline void heap_tick(heap_t *h) {
+  if (unlikely((++h->slow_calls & 63) == 0)) _bk_purge_maybe(h);
+}
+
+block_t *_bk_heap_heartbeat(heap_t *h, block_t *b) {
+  PUBLISH(h->stat_requested, heap_requested(h));
+  PUBLISH(h->beat_budget, HEAP_BEAT_BYTES);
+  heap_tick(h);
+  return b;
+}
+
 void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
   if (unlikely(h == &_bk_heap_empty)) {
     h = _bk_heap_get_initialized();
     if (!h) return NULL;
   }
-  /* Counted on every entry: a program that allocates and frees one size
-   * comes here once per page's worth of blocks, and must purge too. */
-  if (unlikely((++h->slow_calls & 63) == 0)) _bk_purge_maybe(h);
+  heap_tick(h);
   if (size > LARGE_SIZE_MAX) return _bk_huge_alloc(h, size, 0, false);
   unsigned cls = size_to_class(size);
   list_node_t *first = h->queues[cls].first;
@@ -103,5 +114,6 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
   block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
   heap_t *h = _bk_tls_heap;
   if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) != h->uid) _bk_page_free_remote(pg, b);
-  else if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
+  else if (!(pg->flags & PAGE_HOT)) _bk_heap_free_local(h, pg, b);
+  else if (!hot_push(h, pg, b)) _bk_hot_refused(h, pg, b);
 }

@@ -42,6 +42,7 @@ static void heap_reset_fields(heap_t *h) {
   memset(&h->full, 0, sizeof h->full);
   memset(h->segments, 0, sizeof h->segments);
   h->stat_requested = h->stat_cache_hits = h->stat_cache_misses = 0;
+  h->beat_budget = HEAP_BEAT_BYTES;
   atomic_store_explicit(&h->delayed_free, NULL, memory_order_relaxed);
   atomic_store_explicit(&h->mapped_bytes, 0, memory_order_relaxed);
   memset(&h->huge_blocks, 0, sizeof h->huge_blocks);
@@ -77,7 +78,7 @@ void _bk_heap_exited_totals(uint64_t out[4]) {
 /* Out of the registry; the struct waits in the quarantine for the next heap. */
 void _bk_heap_unregister(heap_t *h) {
   pthread_mutex_lock(&registry_lock);
-  exited_totals[0] += h->stat_requested;
+  exited_totals[0] += heap_requested(h);
   exited_totals[1] += h->stat_cache_hits;
   exited_totals[2] += h->stat_cache_misses;
   exited_totals[3] += !h->is_explicit;

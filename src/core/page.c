@@ -1,9 +1,12 @@
 /* Pages: a run of equal blocks with three free lists.
- *   free        blocks ready to hand out (owner only)
- *   local_free  blocks the owner freed; moved to `free` when it runs dry
+ *   free        blocks ready to hand out (owner only), the owner's frees on
+ *               top in the release library (page_take_back)
+ *   local_free  remote frees collected while free was not empty, and in the
+ *               secure library the owner's frees; moved to `free` when it
+ *               runs dry
  *   thread_free blocks other threads freed (atomic LIFO, owner collects)
- * Splitting owner frees from allocation keeps the allocation list short-lived
- * and lets the owner batch the atomic exchange with remote frees. */
+ * The owner takes remote frees in one atomic exchange, and never walks
+ * them (their blocks are cold: other threads wrote them last). */
 #include "core/core.h"
 
 /* Thread at most this many bytes of fresh blocks at a time, so a page is

@@ -17,6 +17,7 @@ BRISK_INTERNAL page_t _bk_page_empty;
 BRISK_INTERNAL heap_t _bk_heap_empty = {
     .direct = {[0 ... DIRECT_SLOTS - 1] = &_bk_page_empty},
     .uid = UINT64_MAX, /* matches no segment, so frees take the remote path */
+    .beat_budget = HEAP_BEAT_BYTES,
 };
 __thread heap_t *_bk_tls_heap BRISK_TLS = &_bk_heap_empty;
 

@@ -205,21 +205,26 @@ typedef struct cache_slot {
 /* A heap's most recently freed blocks of one class (hot.c). */
 typedef struct hot_list {
   block_t *head;
-  uint16_t count; /* PUBLISHed: statistics count these blocks as free */
+  int16_t room;   /* limit - the blocks on it; PUBLISHed: statistics count those as free */
   uint16_t limit; /* 0 for the classes that have no hot list */
   uint32_t block_size;
 } hot_list_t;
-#define HOT_HEAP_BYTES ((size_t)4 << 20) /* all of a heap's hot lists */
+/* The blocks on a hot list (other threads read it for statistics: one
+ * that meets a push that found no room may count one block more). */
+static inline unsigned hot_count(const hot_list_t *hl) { return (unsigned)(hl->limit - PEEK(hl->room)); }
+#define HOT_HEAP_BYTES ((size_t)4 << 20)   /* all of a heap's hot lists */
+#define HEAP_BEAT_BYTES ((int64_t)4 << 20) /* bytes handed out between two heartbeats */
 
 typedef struct heap {
   page_t *direct[DIRECT_SLOTS]; /* size/16 -> page to allocate from */
   uint64_t uid;                 /* unique per heap lifetime, never reused */
+  int64_t beat_budget;          /* bytes the fast paths hand out before the heartbeat (core.h) */
   uint64_t stat_requested;      /* counters PUBLISHed by the owner, summed by stats */
   uint64_t stat_cache_hits, stat_cache_misses;
   list_t queues[CLASS_COUNT];  /* pages with (possibly) free blocks */
   list_t full;                 /* pages with no free block */
   hot_list_t hot[CLASS_COUNT]; /* recently freed blocks of the larger classes */
-  size_t hot_bytes;
+  int64_t hot_room;            /* HOT_HEAP_BYTES - the bytes of all its hot lists */
   /* Blocks other threads freed into this heap's full pages: a LIFO they
    * push with release, taken whole by the owner with acquire. */
   _Atomic(block_t *) delayed_free;
@@ -232,7 +237,6 @@ typedef struct heap {
   _Atomic(segment_t *) huge_hot;
   _Atomic(uint8_t) huge_hot_seen; /* a purge pass saw it idle once (relaxed: a hint) */
   uint32_t slow_calls;
-  uint32_t local_swaps; /* the current pages' own frees taken back inline (fast_path.h) */
   uint64_t next_purge_ms;
   list_node_t registry_link; /* live heaps, or the quarantine once gone */
   /* Segments and huge blocks it holds. Relaxed: a count kept exact by
