@@ -212,7 +212,10 @@ fn main() {
         .flag("-fno-builtin-free")
         .flag("-fno-builtin-calloc")
         .flag("-fno-builtin-realloc")
-        .flag("-fexceptions");
+        .flag("-fexceptions")
+        // (As CMakeLists.txt: the fast paths' speed must not hang on where
+        // the linker puts them.)
+        .flag("-falign-functions=64");
     if checked {
         // Its stacks need a frame pointer (CMakeLists.txt says why).
         build.define("BRISK_CHECKED", "1").flag("-fno-omit-frame-pointer");

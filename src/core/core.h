@@ -231,8 +231,6 @@ BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
 BRISK_INTERNAL bool _bk_hot_class(unsigned cls);
 BRISK_INTERNAL void _bk_hot_init(heap_t *h);
 BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
-/* A free hot_push refused: the room it took given back, b freed to its page. */
-BRISK_INTERNAL void _bk_hot_refused(heap_t *h, page_t *pg, block_t *b);
 BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);
 
 /* ---- stack.c: call stacks (checked library) ----------------------------- */

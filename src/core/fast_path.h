@@ -56,8 +56,8 @@ static inline bool hot_link_ok(const hot_list_t *hl, const block_t *next) {
 
 static inline __attribute__((always_inline)) void hot_unlinked(heap_t *h, hot_list_t *hl, block_t *next) {
   hl->head = next;
-  PUBLISH_ADD(hl->room, 1);
-  h->hot_room += hl->block_size;
+  PUBLISH_ADD(hl->count, -1);
+  h->hot_bytes -= hl->block_size;
 }
 
 static inline block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
@@ -81,15 +81,17 @@ static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_lis
   return b;
 }
 
-/* Pushes b when its list and the heap have room; else returns false, and
- * the caller hands b to _bk_hot_refused. The room is taken first and
- * tested by the sign of what is left (a subtract from memory and a branch,
- * for the list and for the heap), and _bk_hot_refused gives it back. */
+/* (Taking the room first, a subtract from memory tested by its sign, and
+ * giving it back when refused, was 5 instructions shorter, but a 4 KiB
+ * malloc-free loop of the secure library went from 0.54 to 0.83 s per 100 M
+ * pairs, and the release library's gained nothing measurable.) */
 static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg, block_t *b) {
   hot_list_t *hl = &h->hot[pg->size_class];
-  if (unlikely(PUBLISH_ADD(hl->room, -1) < 0) || unlikely((h->hot_room -= hl->block_size) < 0)) return false;
+  if (hl->count >= hl->limit || h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
   link_set(b, hl->head);
   hl->head = b;
+  PUBLISH_ADD(hl->count, 1);
+  h->hot_bytes += hl->block_size;
   return true;
 }
 
@@ -193,7 +195,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         return;
       }
       if (flags == PAGE_HOT) {
-        if (!hot_push(h, pg, p)) _bk_hot_refused(h, pg, p);
+        if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
         return;
       }
     }

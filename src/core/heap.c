@@ -114,6 +114,5 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
   block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
   heap_t *h = _bk_tls_heap;
   if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) != h->uid) _bk_page_free_remote(pg, b);
-  else if (!(pg->flags & PAGE_HOT)) _bk_heap_free_local(h, pg, b);
-  else if (!hot_push(h, pg, b)) _bk_hot_refused(h, pg, b);
+  else if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
 }

@@ -23,23 +23,16 @@ void _bk_hot_init(heap_t *h) {
     size_t size = _bk_class_size(cls), n = HOT_CLASS_BYTES / size;
     if (n < 2) n = 2;
     hl->head = NULL;
+    hl->count = 0;
     hl->block_size = (uint32_t)size;
     hl->limit = !_bk_hot_class(cls) ? 0 : n > HOT_MAX_BLOCKS ? HOT_MAX_BLOCKS : (uint16_t)n;
-    hl->room = (int16_t)hl->limit;
   }
-  h->hot_room = (int64_t)HOT_HEAP_BYTES;
-}
-
-void _bk_hot_refused(heap_t *h, page_t *pg, block_t *b) {
-  hot_list_t *hl = &h->hot[pg->size_class];
-  if (hl->room >= 0) h->hot_room += hl->block_size; /* (the list had room: the heap had not) */
-  PUBLISH_ADD(hl->room, 1);
-  _bk_heap_free_local(h, pg, b);
+  h->hot_bytes = 0;
 }
 
 /* Every hot block back to its page, as a free of the owner's. */
 void _bk_hot_flush(heap_t *h) {
-  if (h->hot_room == (int64_t)HOT_HEAP_BYTES) return;
+  if (!h->hot_bytes) return;
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
     hot_list_t *hl = &h->hot[cls];
     while (hl->head) {
@@ -65,7 +58,7 @@ long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad) {
       *bad = b;
       return PAGE_LIST_OUTSIDE;
     }
-    if (++n > (long)hot_count(&h->hot[cls])) return PAGE_LIST_LOOPS;
+    if (++n > (long)h->hot[cls].count) return PAGE_LIST_LOOPS;
   }
   return n;
 }

@@ -205,13 +205,10 @@ typedef struct cache_slot {
 /* A heap's most recently freed blocks of one class (hot.c). */
 typedef struct hot_list {
   block_t *head;
-  int16_t room;   /* limit - the blocks on it; PUBLISHed: statistics count those as free */
+  uint16_t count; /* PUBLISHed: statistics count these blocks as free */
   uint16_t limit; /* 0 for the classes that have no hot list */
   uint32_t block_size;
 } hot_list_t;
-/* The blocks on a hot list (other threads read it for statistics: one
- * that meets a push that found no room may count one block more). */
-static inline unsigned hot_count(const hot_list_t *hl) { return (unsigned)(hl->limit - PEEK(hl->room)); }
 #define HOT_HEAP_BYTES ((size_t)4 << 20)   /* all of a heap's hot lists */
 #define HEAP_BEAT_BYTES ((int64_t)4 << 20) /* bytes handed out between two heartbeats */
 
@@ -224,7 +221,7 @@ typedef struct heap {
   list_t queues[CLASS_COUNT];  /* pages with (possibly) free blocks */
   list_t full;                 /* pages with no free block */
   hot_list_t hot[CLASS_COUNT]; /* recently freed blocks of the larger classes */
-  int64_t hot_room;            /* HOT_HEAP_BYTES - the bytes of all its hot lists */
+  size_t hot_bytes;
   /* Blocks other threads freed into this heap's full pages: a LIFO they
    * push with release, taken whole by the owner with acquire. */
   _Atomic(block_t *) delayed_free;
