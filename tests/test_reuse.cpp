@@ -59,6 +59,40 @@ TEST(PageReuse, JustFreedSmallBlockComesBackFirstButNotInTheSecureLibrary) {
   });
 }
 
+// malloc finds the hot list of a size above 1 KiB from a table of classes
+// (types.h, large_size_to_class): with a block of each smaller class on its
+// hot list, every size gets a block of its own class, the smallest that
+// holds it, never one of a class beside it.
+TEST(HotReuse, EverySizeAbove1KiBGetsABlockOfItsOwnClass) {
+  bt::on_fresh_thread([] {
+    // The classes, as the blocks handed out say: all held until the end,
+    // so that none of these mallocs finds a hot list.
+    std::vector<size_t> classes;
+    std::vector<void *> held;
+    for (size_t s = 1025; s <= 1024 * 1024;) {
+      void *p = brisk_malloc(s);
+      ASSERT_NE(p, nullptr);
+      held.push_back(p);
+      classes.push_back(brisk_usable_size(p));
+      ASSERT_GE(classes.back(), s);
+      s = classes.back() + 1;
+    }
+    ASSERT_GE(classes.size(), 40u);
+    for (void *p : held) brisk_free(p);  // a block of each class on its hot list
+    size_t prev = 1024;
+    for (size_t c : classes) {
+      brisk_free(brisk_malloc(c));  // (the heap's cap may have refused its own)
+      for (size_t s : {prev + 1, prev + 255, (prev + c) / 2, c - 1, c}) {
+        void *p = brisk_malloc(s);
+        ASSERT_NE(p, nullptr);
+        EXPECT_EQ(brisk_usable_size(p), c) << s << " bytes";
+        brisk_free(p);
+      }
+      prev = c;
+    }
+  });
+}
+
 TEST(HotReuse, StatisticsCountHotBlocksAsFree) {
   bt::on_fresh_thread([] {
     void *blocks[8];

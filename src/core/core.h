@@ -16,6 +16,7 @@
 /* ---- size_class.c: the size classes ------------------------------------- */
 BRISK_INTERNAL size_t _bk_class_size(unsigned cls);
 BRISK_INTERNAL unsigned _bk_class_segment_kind(unsigned cls);
+BRISK_INTERNAL void _bk_size_class_init(void);
 
 /* ---- chunk_map.c: which addresses are brisk's ---------------------------- */
 BRISK_INTERNAL void _bk_chunk_map_mark(const void *header, size_t from, size_t to, bool on);

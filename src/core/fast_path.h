@@ -108,7 +108,7 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
       return page_pop(h, pg, size);
     }
   } else if (size <= LARGE_SIZE_MAX) {
-    hot_list_t *hl = &h->hot[size_to_class(size)];
+    hot_list_t *hl = &h->hot[large_size_to_class(size)];
     if (hl->head) return hot_pop(h, hl, size);
   }
   return _bk_heap_malloc_generic(h, size);

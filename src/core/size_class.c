@@ -3,6 +3,14 @@
  * size_to_class() itself is inline in types.h: it is on the fast path. */
 #include "core/core.h"
 
+uint8_t _bk_large_class[LARGE_SIZE_MAX >> LARGE_CLASS_STEP_SHIFT];
+
+void _bk_size_class_init(void) {
+  _Static_assert(DIRECT_SIZE_MAX % (1 << LARGE_CLASS_STEP_SHIFT) == 0, "a table step spans two classes");
+  for (size_t i = DIRECT_SIZE_MAX >> LARGE_CLASS_STEP_SHIFT; i < sizeof _bk_large_class; i++)
+    _bk_large_class[i] = (uint8_t)size_to_class((i << LARGE_CLASS_STEP_SHIFT) + 1);
+}
+
 size_t _bk_class_size(unsigned cls) {
   if (cls <= 8) return (size_t)cls * 16;
   unsigned b = 7 + (cls - 9) / 4;

@@ -284,6 +284,17 @@ static inline unsigned size_to_class(size_t size) {
   return 8 + (b - 7) * 4 + k + 1;
 }
 
+/* The class of a size above DIRECT_SIZE_MAX, up to LARGE_SIZE_MAX, from a
+ * table (size_class.c): classes there are at least 256 bytes apart, so one
+ * byte per 256 bytes of size holds them. A load where size_to_class takes
+ * ten steps, on malloc's hot-list path. Filled before the first heap
+ * exists; until then every entry is 0, whose hot list stays empty. */
+#define LARGE_CLASS_STEP_SHIFT 8
+extern BRISK_INTERNAL uint8_t _bk_large_class[LARGE_SIZE_MAX >> LARGE_CLASS_STEP_SHIFT];
+static inline unsigned large_size_to_class(size_t size) {
+  return _bk_large_class[(size - 1) >> LARGE_CLASS_STEP_SHIFT];
+}
+
 /* One byte per 4 MiB chunk of the 48-bit address space (chunk_map.c): 0 =
  * not brisk's, 1 = a segment header starts here, k > 1 = this chunk belongs
  * to the segment whose header is k - 1 chunks lower (huge blocks span
