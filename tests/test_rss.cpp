@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <mutex>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 

@@ -185,8 +185,9 @@ static inline __attribute__((always_inline)) bool page_take_back(page_t *pg, blo
   return PUBLISH_ADD(pg->used_past_alarm, -1) < 0;
 }
 
-/* The owner's frees of pg become its next blocks to hand out (pg->free is
- * empty): no atomics. */
+/* pg's other list (collected remote frees; in the secure library also the
+ * owner's frees) becomes its next blocks to hand out (pg->free is empty):
+ * no atomics. */
 static inline void page_reuse_local(page_t *pg) {
   pg->free = pg->local_free;
   pg->local_free = NULL;

@@ -4,7 +4,8 @@
  *   malloc: heap->direct[size/16] -> page -> pop page->free
  *           (above those sizes: pop the class's hot list, hot.c)
  *   free:   chunk map says "ours" -> segment (mask) -> page;
- *           owned by this thread? push page->local_free (or the hot list)
+ *           owned by this thread? push page->free (the secure library:
+ *           page->local_free), or the hot list
  * No lock and no atomic read-modify-write on either; everything else is in
  * _bk_heap_malloc_generic (heap.c) and _bk_free_slow (alloc.c). */
 #ifndef BRISK_FAST_PATH_H
@@ -77,7 +78,7 @@ static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_lis
   /* Counted, but the heartbeat waits for the next page_pop: tested here
    * too, it cost a loop of 4 KiB to 256 KiB blocks 7% (a store more, where
    * the stores of the malloc-free pair are what bounds it). */
-  (void)PUBLISH_ADD(h->beat_budget, -(int64_t)size);
+  (void)heap_count_request(h, size);
   return b;
 }
 

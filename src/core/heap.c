@@ -89,7 +89,7 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
   list_node_t *first = h->queues[cls].first;
   page_t *pg = LIST_ENTRY(first, page_t, link);
   if (likely(first != NULL)) {
-    /* The current page's own frees are reused first: no atomics needed. */
+    /* The current page's other list is reused first: no atomics needed. */
     if (!pg->free) page_reuse_local(pg);
     if (likely(pg->free != NULL)) return page_pop(h, pg, size);
   }

@@ -92,7 +92,7 @@ struct segment;
  * PUBLISHed ones are also PEEKed by statistics and checks (ds.h). */
 typedef struct page {
   block_t *free;       /* next blocks to hand out (owner) */
-  block_t *local_free; /* blocks freed by the owner since the last collect (owner) */
+  block_t *local_free; /* collected remote frees; the secure library's owner frees (owner) */
   /* Blocks handed out and not yet known to be free (page_used), kept as
    * the count less free_alarm: an owner's free that takes it below 0 takes
    * the slow path (page_flags_set says when). Both PUBLISHed. */
