@@ -219,8 +219,9 @@ BRISK_API int brisk_pool_stats(const brisk_pool_t *pool, brisk_pool_stats_t *out
  * costs the fast path nothing: counts come from the pages themselves and
  * per-thread counters, merged on read. Figures that other threads are
  * changing at that moment are approximate; blocks freed by another thread
- * count as live until their owner collects them. */
-#define BRISK_STATS_VERSION 1
+ * count as live until their owner collects them. Version 1, the struct
+ * without thread_cached, is still accepted and filled up to that field. */
+#define BRISK_STATS_VERSION 2
 #define BRISK_STATS_MAX_CLASSES 64
 
 enum brisk_tier { BRISK_TIER_SMALL, BRISK_TIER_MEDIUM, BRISK_TIER_LARGE, BRISK_TIER_HUGE, BRISK_TIER_COUNT };
@@ -250,6 +251,7 @@ typedef struct brisk_stats {
   uint32_t abandoned_segments;       /* segments of exited threads still holding blocks */
   size_t abandoned_bytes;            /* bytes of the pages in them that still hold blocks */
   uint64_t threads_exited;
+  size_t thread_cached; /* freed blocks threads keep for their next mallocs (free, not in in_use); version 2 */
 } brisk_stats_t;
 
 /* 0, or EINVAL for NULL or an unknown version. */

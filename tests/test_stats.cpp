@@ -22,7 +22,7 @@ using namespace bt;
 TEST(Stats, VersionIsChecked) {
   brisk_stats_t st;
   std::memset(&st, 0, sizeof st);
-  for (uint32_t v : {0u, 2u, 1000u, 0xFFFFFFFFu}) {
+  for (uint32_t v : {0u, 3u, 1000u, 0xFFFFFFFFu}) {
     st.version = v;
     EXPECT_EQ(brisk_stats_get(&st), EINVAL) << "version " << v;
   }
@@ -30,6 +30,23 @@ TEST(Stats, VersionIsChecked) {
   st.version = BRISK_STATS_VERSION;
   EXPECT_EQ(brisk_stats_get(&st), 0);
   EXPECT_EQ(st.version, static_cast<uint32_t>(BRISK_STATS_VERSION));
+}
+
+// A program built against version 1 of the struct, which ends before
+// thread_cached, gets the fields it has and nothing written past them.
+TEST(Stats, Version1StructIsFilledUpToItsEnd) {
+  brisk_stats_t st;
+  std::memset(&st, 0xAB, sizeof st);
+  st.version = 1;
+  void *p = brisk_malloc(100);
+  ASSERT_EQ(brisk_stats_get(&st), 0);
+  EXPECT_EQ(st.version, 1u);
+  EXPECT_GT(st.in_use, 0u);
+  EXPECT_GT(st.thread_heaps, 0u);
+  const unsigned char *tail = reinterpret_cast<const unsigned char *>(&st) +
+      offsetof(brisk_stats_t, thread_cached);
+  for (size_t i = 0; i < sizeof st - offsetof(brisk_stats_t, thread_cached); i++) EXPECT_EQ(tail[i], 0xAB) << i;
+  brisk_free(p);
 }
 
 TEST(Stats, ClassesAndTotalsAreConsistent) {
@@ -78,9 +95,8 @@ struct TierCase {
 };
 
 TEST(Stats, LiveBlocksAndInUseGrowByWhatIsHeld) {
-  const TierCase cases[] = {{2500, BRISK_TIER_SMALL, 1000},
-                            {40000, BRISK_TIER_MEDIUM, 100},
-                            {300000, BRISK_TIER_LARGE, 20}};
+  const TierCase cases[] = {
+      {2500, BRISK_TIER_SMALL, 1000}, {40000, BRISK_TIER_MEDIUM, 100}, {300000, BRISK_TIER_LARGE, 20}};
   for (const TierCase &tc : cases) {
     SCOPED_TRACE("blocks of " + std::to_string(tc.size));
     on_fresh_thread([&] {

@@ -83,11 +83,12 @@ static void format_json(out_t *o, const brisk_stats_t *st) {
       "],\"os\":{\"mmap\":%llu,\"munmap\":%llu,\"madvise\":%llu,\"mremap\":%llu},"
       "\"cache\":{\"hits\":%llu,\"misses\":%llu},"
       "\"heaps\":{\"thread\":%u,\"explicit\":%u,\"threads_exited\":%llu,"
-      "\"abandoned_segments\":%u,\"abandoned_bytes\":%zu}}",
+      "\"abandoned_segments\":%u,\"abandoned_bytes\":%zu,\"thread_cached\":%zu}}",
       (unsigned long long)st->mmap_calls, (unsigned long long)st->munmap_calls,
       (unsigned long long)st->madvise_calls, (unsigned long long)st->mremap_calls,
       (unsigned long long)st->cache_hits, (unsigned long long)st->cache_misses, st->thread_heaps,
-      st->explicit_heaps, (unsigned long long)st->threads_exited, st->abandoned_segments, st->abandoned_bytes);
+      st->explicit_heaps, (unsigned long long)st->threads_exited, st->abandoned_segments, st->abandoned_bytes,
+      st->thread_cached);
 }
 
 size_t brisk_stats_json(char *buf, size_t len) {
@@ -115,9 +116,9 @@ static void format_table(out_t *o, const brisk_stats_t *st) {
       (unsigned long long)st->mremap_calls);
   put(o, "  recycle cache: %llu hits, %llu misses\n", (unsigned long long)st->cache_hits,
       (unsigned long long)st->cache_misses);
-  put(o, "  heaps: %u thread, %u explicit; %llu threads exited; %u abandoned segments (%s)\n", st->thread_heaps,
-      st->explicit_heaps, (unsigned long long)st->threads_exited, st->abandoned_segments,
-      human(st->abandoned_bytes).s);
+  put(o, "  heaps: %u thread, %u explicit; %llu threads exited; %u abandoned segments (%s); %s kept by threads\n",
+      st->thread_heaps, st->explicit_heaps, (unsigned long long)st->threads_exited, st->abandoned_segments,
+      human(st->abandoned_bytes).s, human(st->thread_cached).s);
   put(o, "  %10s %14s\n", "class", "live blocks");
   for (unsigned c = 1; c < st->class_count; c++)
     if (st->class_live_blocks[c])

@@ -24,12 +24,13 @@ static void add_heap(heap_t *h, void *arg) {
   /* Blocks on a hot list count as used in their pages but are free: taken
    * off here, before the pages are added (modulo 2^64; see clamp_live). */
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
-    uint64_t n = PEEK(h->hot[cls].count);
+    uint64_t n = hot_count(&h->hot[cls]);
     if (!n) continue;
     brisk_tier_stats_t *t = &st->tiers[tier_of_kind(_bk_class_segment_kind(cls))];
     t->live_blocks -= n;
     t->in_use -= n * _bk_class_size(cls);
     st->class_live_blocks[cls] -= n;
+    st->thread_cached += n * _bk_class_size(cls);
   }
 }
 
@@ -127,6 +128,13 @@ int _bk_stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
 
 int brisk_stats_get(brisk_stats_t *st) {
   uint64_t free_chunks = 0;
+  if (st && st->version == 1) { /* a program built before thread_cached: its struct ends there */
+    brisk_stats_t full = {.version = BRISK_STATS_VERSION};
+    _bk_stats_collect(&full, &free_chunks);
+    full.version = 1;
+    memcpy(st, &full, offsetof(brisk_stats_t, thread_cached));
+    return 0;
+  }
   return _bk_stats_collect(st, &free_chunks);
 }
 

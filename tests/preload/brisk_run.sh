@@ -76,7 +76,7 @@ cmp -s "$TMP/want.txt" "$TMP/out.txt" || fail "sort's output differs under brisk
 python3 - "$TMP/s.json" <<'EOF' || fail "--json: not the stats as JSON: $(head -c 400 "$TMP/s.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["version"] == 1
+assert d["version"] == 2
 assert set(d["tiers"]) == {"small", "medium", "large", "huge"}
 assert d["requested"] > 0 and d["os"]["mmap"] > 0 and d["heaps"]["thread"] >= 1
 EOF
@@ -100,7 +100,7 @@ for f in "$TMP"/cwd/tree-*.json; do
   python3 - "$f" <<'EOF' || fail "bad JSON in $f: $(cat "$f")"
 import json, os, sys
 d = json.load(open(sys.argv[1]))
-assert d["version"] == 1
+assert d["version"] == 2
 assert str(d["pid"]) in os.path.basename(sys.argv[1]) and d["command"] in ("sort", "sh"), d
 assert isinstance(d["in_use"], int) and isinstance(d["tiers"]["small"]["reserved"], int)
 EOF

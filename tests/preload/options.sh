@@ -226,7 +226,7 @@ if command -v python3 > /dev/null 2>&1; then
   python3 - "$TMP/stats.json" <<'EOF' || fail "BRISK_STATS_JSON: not the expected JSON: $(cat "$TMP/stats.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["version"] == 1, d["version"]
+assert d["version"] == 2, d["version"]
 for k in ("requested", "in_use", "committed", "reserved", "cached", "mapped", "peak_reserved"):
     assert isinstance(d[k], int) and d[k] >= 0, k
 assert set(d["tiers"]) == {"small", "medium", "large", "huge"}, d["tiers"]

@@ -78,7 +78,7 @@ pub struct brisk_pool_stats_t {
     pub exhausted: u64,
 }
 
-pub const BRISK_STATS_VERSION: u32 = 1;
+pub const BRISK_STATS_VERSION: u32 = 2;
 pub const BRISK_STATS_MAX_CLASSES: usize = 64;
 
 pub const BRISK_TIER_SMALL: usize = 0;
@@ -124,6 +124,7 @@ pub struct brisk_stats_t {
     pub abandoned_segments: u32,
     pub abandoned_bytes: usize,
     pub threads_exited: u64,
+    pub thread_cached: usize,
 }
 
 impl Default for brisk_stats_t {
@@ -152,6 +153,7 @@ impl Default for brisk_stats_t {
             abandoned_segments: 0,
             abandoned_bytes: 0,
             threads_exited: 0,
+            thread_cached: 0,
         }
     }
 }

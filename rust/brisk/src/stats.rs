@@ -100,6 +100,10 @@ impl Stats {
     pub fn threads_exited(&self) -> u64 {
         self.raw.threads_exited
     }
+    /// Freed blocks threads keep for their next mallocs (free, not in use).
+    pub fn thread_cached(&self) -> usize {
+        self.raw.thread_cached
+    }
     /// Segments of exited threads still holding blocks, and their bytes.
     pub fn abandoned(&self) -> (u32, usize) {
         (self.raw.abandoned_segments, self.raw.abandoned_bytes)

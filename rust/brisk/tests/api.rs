@@ -98,6 +98,32 @@ fn the_heap_checks_out_and_collect_returns_cached_memory() {
     assert_eq!(brisk::check_heap(), Ok(()));
 }
 
+#[test]
+fn a_threads_freed_blocks_kept_for_reuse_are_counted() {
+    std::thread::spawn(|| {
+        let layout = Layout::from_size_align(8000, 8).unwrap();
+        // SAFETY: a valid layout; each block freed once.
+        unsafe {
+            let blocks: Vec<*mut u8> = (0..4).map(|_| Brisk.alloc(layout)).collect();
+            assert!(blocks.iter().all(|p| !p.is_null()));
+            for p in blocks {
+                Brisk.dealloc(p, layout);
+            }
+        }
+        let after = brisk::stats().thread_cached();
+        if cfg!(feature = "checked") {
+            // The checked library frees at once: it keeps no hot list.
+            assert_eq!(after, 0);
+        } else {
+            // A fresh thread's blocks of 8000 bytes (a class of 8 KiB) wait on
+            // its hot list (other tests' threads may add theirs).
+            assert!(after >= 4 * 8000, "{}", after);
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 /// Run by itself in the child process of the next test (and harmless here).
 #[test]
 fn child_allocates() {
