@@ -46,7 +46,8 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
 void _bk_page_extend(page_t *pg) {
   size_t bsize = pg->block_size;
   size_t count = EXTEND_BYTES / bsize;
-  if (BRISK_SECURE && !BRISK_CHECKED && count < SECURE_EXTEND_BLOCKS) count = SECURE_EXTEND_BLOCKS;
+  if (BRISK_SECURE && !BRISK_CHECKED && bsize <= DIRECT_SIZE_MAX && count < SECURE_EXTEND_BLOCKS)
+    count = SECURE_EXTEND_BLOCKS; /* (bigger blocks go to LIFO hot lists: no cycle) */
   if (count == 0) count = 1;
   size_t room = (size_t)pg->reserved - pg->capacity;
   if (count > room) count = room;
