@@ -251,7 +251,7 @@ typedef struct brisk_stats {
   uint32_t abandoned_segments;       /* segments of exited threads still holding blocks */
   size_t abandoned_bytes;            /* bytes of the pages in them that still hold blocks */
   uint64_t threads_exited;
-  size_t thread_cached; /* freed blocks threads keep for their next mallocs (free, not in in_use); version 2 */
+  size_t thread_cached; /* freed blocks heaps keep for their next mallocs (free, not in in_use); version 2 */
 } brisk_stats_t;
 
 /* 0, or EINVAL for NULL or an unknown version. */
