@@ -35,8 +35,9 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   _bk_page_extend(pg);
 }
 
-/* The secure library threads at least this many blocks at a time. Its
- * owner frees wait on local_free until the page's list runs dry, so a
+/* The secure library threads at least this many blocks at a time on a
+ * page that is not hot (blocks of 1 KiB or less). Its owner frees wait on
+ * local_free until the page's list runs dry, so a
  * malloc-free loop cycles through every block threaded, and the end of a
  * cycle is a branch the processor mispredicts: with the 16 blocks of 1 KiB
  * that EXTEND_BYTES makes, one pair in 16 (that loop took 1.55x the release
@@ -46,8 +47,8 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
 void _bk_page_extend(page_t *pg) {
   size_t bsize = pg->block_size;
   size_t count = EXTEND_BYTES / bsize;
-  if (BRISK_SECURE && !BRISK_CHECKED && bsize <= DIRECT_SIZE_MAX && count < SECURE_EXTEND_BLOCKS)
-    count = SECURE_EXTEND_BLOCKS; /* (bigger blocks go to LIFO hot lists: no cycle) */
+  if (BRISK_SECURE && !BRISK_CHECKED && !(pg->flags & PAGE_HOT) && count < SECURE_EXTEND_BLOCKS)
+    count = SECURE_EXTEND_BLOCKS; /* (a hot page's frees go to a LIFO hot list: no cycle) */
   if (count == 0) count = 1;
   size_t room = (size_t)pg->reserved - pg->capacity;
   if (count > room) count = room;

@@ -209,8 +209,6 @@ typedef struct hot_list {
   uint16_t limit; /* 0 for the classes that have no hot list */
   uint32_t block_size;
 } hot_list_t;
-
-static inline uint32_t hot_count(const hot_list_t *hl) { return PEEK(hl->count); }
 #define HOT_HEAP_BYTES ((size_t)4 << 20)   /* all of a heap's hot lists */
 #define HEAP_BEAT_BYTES ((int64_t)4 << 20) /* bytes handed out between two heartbeats */
 

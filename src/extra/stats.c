@@ -24,13 +24,14 @@ static void add_heap(heap_t *h, void *arg) {
   /* Blocks on a hot list count as used in their pages but are free: taken
    * off here, before the pages are added (modulo 2^64; see clamp_live). */
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
-    uint64_t n = hot_count(&h->hot[cls]);
+    uint64_t n = PEEK(h->hot[cls].count);
     if (!n) continue;
+    size_t bytes = n * _bk_class_size(cls);
     brisk_tier_stats_t *t = &st->tiers[tier_of_kind(_bk_class_segment_kind(cls))];
     t->live_blocks -= n;
-    t->in_use -= n * _bk_class_size(cls);
+    t->in_use -= bytes;
     st->class_live_blocks[cls] -= n;
-    st->thread_cached += n * _bk_class_size(cls);
+    st->thread_cached += bytes;
   }
 }
 
