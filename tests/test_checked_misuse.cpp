@@ -454,6 +454,57 @@ TEST_F(CheckedMisuse, BlockOfAResetHeap) {
           "checked_test_realloc"));
 }
 
+// ---- The check at exit -------------------------------------------------------------------
+
+// A block never freed, or a free block no malloc takes again, would escape
+// the checks of free and malloc: at exit every block is checked as they
+// would have (extra/exit_check.c), after other threads have ended.
+TEST_F(CheckedMisuse, OverflowOfABlockNeverFreedIsCaughtAtExit) {
+  for (size_t n : {size_t{10}, size_t{5000}, size_t{300000}})
+    EXPECT_DEATH(
+        {
+          std::thread([] { g_sink = checked_test_alloc(100); }).join();  // a thread that ended
+          char *p = static_cast<char *>(checked_test_alloc(n));
+          poke(p, n, 0x41);
+          std::exit(0);
+        },
+        "exit\\(" ADDR "\\): heap buffer overflow: the block \\(" + std::to_string(n) +
+            " bytes[^\n]*byte 0 after it is 0x41, not the canary 0xab[^\n]*" DETECTED("") ALLOCATED)
+        << "size " << n;
+}
+
+TEST_F(CheckedMisuse, WriteAfterFreeOfABlockNeverHandedOutAgainIsCaughtAtExit) {
+  EXPECT_DEATH(
+      {
+        void *p = checked_test_alloc(300);
+        checked_test_free(p);
+        poke(p, 40, 0x42);
+        std::exit(0);
+      },
+      "exit: write after free: the block " ADDR
+      " \\(300 bytes[^\n]*byte 40 of the block is 0x42, not 0xdf[^\n]*" DETECTED("") ALLOCATED FREED);
+  EXPECT_DEATH(
+      {
+        void *p = checked_test_alloc(64);
+        checked_test_free(p);
+        *static_cast<volatile uintptr_t *>(p) = 0x4141414141414141ull;
+        std::exit(0);
+      },
+      "exit: write after free: page " ADDR " \\(blocks of [0-9]+\\): [a-z ]*list holds " ADDR ", outside "
+      "the page's blocks \\(the first word of a free block, its link, was overwritten\\)");
+}
+
+TEST_F(CheckedMisuse, TheCheckAtExitIsOffWithBrisk_EXIT_CHECK0) {
+  EXPECT_EXIT(
+      {
+        setenv("BRISK_EXIT_CHECK", "0", 1);
+        char *p = static_cast<char *>(checked_test_alloc(10));
+        poke(p, 10, 0x41);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // ---- Leaks at exit -----------------------------------------------------------------------
 
 TEST_F(CheckedMisuse, LeakReportGroupsLeaksByAllocationStack) {

@@ -35,6 +35,18 @@ static _Noreturn void freed_fail(const checked_call_t *call, const block_view_t 
                    freed_misuse(call, misuse, sizeof misuse), _bk_block_describe(v, what, sizeof what));
 }
 
+/* The live block in v has its canary whole. */
+static void check_canary(const checked_call_t *call, const block_view_t *v) {
+  const uint8_t *bad = _bk_block_canary_broken(v), *user = v->start + v->trailer->offset;
+  char what[96];
+  if (bad)
+    _bk_checked_fail(call, v,
+                     "%s(%p): heap buffer overflow: the block (%s) was written past its end: byte %zu after it is "
+                     "0x%02x, not the canary 0x%02x",
+                     call->fn, (const void *)user, _bk_block_describe(v, what, sizeof what),
+                     (size_t)(bad - user) - (size_t)v->trailer->requested, *bad, CANARY_BYTE);
+}
+
 /* The live block p starts, in *v; anything else aborts naming the misuse. */
 static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
   char what[96], misuse[64];
@@ -69,13 +81,7 @@ static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
         call, v, "%s(%p): pointer is inside a block, not at its start (the block of %s starts at %p%s)", call->fn,
         p, _bk_block_describe(v, what, sizeof what), (void *)user, v->state == BLOCK_LIVE ? "" : "; it was freed");
   if (v->state != BLOCK_LIVE) freed_fail(call, v, p);
-  const uint8_t *bad = _bk_block_canary_broken(v);
-  if (bad)
-    _bk_checked_fail(call, v,
-                     "%s(%p): heap buffer overflow: the block (%s) was written past its end: byte %zu after it is "
-                     "0x%02x, not the canary 0x%02x",
-                     call->fn, p, _bk_block_describe(v, what, sizeof what),
-                     (size_t)(bad - user) - (size_t)v->trailer->requested, *bad, CANARY_BYTE);
+  check_canary(call, v);
 }
 
 /* The block becomes free: marked, then handed to brisk. */
@@ -223,6 +229,18 @@ void _bk_checked_heap_drop(heap_t *h) {
   for (segment_t *seg = LIST_FIRST(&h->huge_blocks, segment_t, link); seg; seg = LIST_NEXT(seg, segment_t, link))
     drop_if_live((uint8_t *)seg + seg->block_offset, stack);
   pthread_mutex_unlock(&h->huge_lock);
+}
+
+void _bk_checked_at_exit(void *block, bool is_free) {
+  checked_call_t call = {"exit", STACK_HERE()};
+  block_view_t v;
+  if (!_bk_block_view(block, &v)) return;
+  VG_DEFINED(v.start, v.size); /* (under memcheck: read here, as brisk's own bytes) */
+  if (!is_free) {
+    if (v.state == BLOCK_LIVE) check_canary(&call, &v);
+  } else if (v.pg && v.state == BLOCK_FREED && (size_t)(v.start - v.pg->start) / v.size < PEEK(v.pg->handed_out)) {
+    _bk_checked_verify_freed(&call, &v);
+  }
 }
 
 bool _bk_checked_user_block(void **block, size_t *size, uint32_t *alloc_stack) {

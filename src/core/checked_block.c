@@ -146,7 +146,7 @@ void _bk_checked_fail(const checked_call_t *call, const block_view_t *v, const c
 
 /* ---- Blocks handed out ------------------------------------------------------ */
 
-static void verify_freed(const checked_call_t *call, const block_view_t *v) {
+void _bk_checked_verify_freed(const checked_call_t *call, const block_view_t *v) {
   const uint8_t *b = v->start, *bad = NULL;
   uintptr_t cookie = FREED_COOKIE ^ (uintptr_t)b;
   uint8_t want = FREED_BYTE;
@@ -201,7 +201,7 @@ void _bk_checked_handed_out(block_t *b) {
         "%s: write after free: the block %p (%s) was written after it was freed: the %zu bytes at its "
         "end (brisk's trailer) changed",
         call->fn, (void *)b, _bk_block_describe(&v, what, sizeof what), sizeof(trailer_t));
-  verify_freed(call, &v);
+  _bk_checked_verify_freed(call, &v);
   ((uintptr_t *)b)[1] = 0;
 }
 

@@ -303,6 +303,9 @@ BRISK_INTERNAL void _bk_block_set_live(block_view_t *v, const void *p, size_t re
 BRISK_INTERNAL const uint8_t *_bk_block_canary_broken(const block_view_t *v);
 /* A freed block: the free pattern (paged blocks), the cookie, the stack. */
 BRISK_INTERNAL void _bk_block_mark_freed(block_view_t *v, enum block_state state, uint32_t free_stack);
+/* A freed block of a page holds its cookie and free pattern still, or the
+ * report of a write after free aborts. */
+BRISK_INTERNAL void _bk_checked_verify_freed(const checked_call_t *call, const block_view_t *v);
 /* "N bytes, size class M" for the messages. */
 BRISK_INTERNAL const char *_bk_block_describe(const block_view_t *v, char *buf, size_t len);
 /* Prints "brisk: error: <message>", the stack of call, and the stacks the
@@ -425,6 +428,10 @@ BRISK_INTERNAL void _bk_checked_heap_drop(heap_t *h);
  * start and size) as the program sees it, with the stack that allocated it;
  * false when the block is not live. */
 BRISK_INTERNAL bool _bk_checked_user_block(void **block, size_t *size, uint32_t *alloc_stack);
+/* The check at exit (extra/exit_check.c) of a block a walk found, as a free
+ * (a live block: its canary) or a malloc (a free block handed out before:
+ * its free pattern) would check it. */
+BRISK_INTERNAL void _bk_checked_at_exit(void *block, bool is_free);
 
 /* ---- options.c and process.c: knobs and start-up ----------------------- */
 BRISK_INTERNAL int _bk_option_set(brisk_option_t opt, long long v);

@@ -43,14 +43,11 @@ static const struct option_info {
 
 /* Read by the library but not options: read at exit by extra/report.c
  * (set by brisk-run, documented with it), and the checked library's depth
- * of recorded stacks (core/stack.c). */
-static const char *const other_variables[] = {"BRISK_STATS_JSON",
-                                              "BRISK_REPORT_FILE",
-                                              "BRISK_REPORT_ROOT",
-                                              "BRISK_REPORT_CHILDREN",
-                                              "BRISK_LEAK_EXIT_CODE",
-                                              "BRISK_STACK_DEPTH",
-                                              NULL};
+ * of recorded stacks (core/stack.c) and its check at exit
+ * (extra/exit_check.c). */
+static const char *const other_variables[] = {
+    "BRISK_STATS_JSON",     "BRISK_REPORT_FILE", "BRISK_REPORT_ROOT", "BRISK_REPORT_CHILDREN",
+    "BRISK_LEAK_EXIT_CODE", "BRISK_STACK_DEPTH", "BRISK_EXIT_CHECK",  NULL};
 /* Variables of brisk's own tools and test suite: not warned about. */
 static const char *const tool_variables[] = {
     "BRISK_LIB", "BRISK_BUILD_DIR", "BRISK_ASAN_SCALE", "BRISK_TSAN_SCALE", "BRISK_RECORD", "BRISK_RECORD_ROOT",

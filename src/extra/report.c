@@ -238,6 +238,7 @@ static void write_json_file(const char *pattern) {
  * instead of stderr when set. With BRISK_LEAK_EXIT_CODE, the top process
  * exits with that status when it leaked, as LeakSanitizer's exitcode. */
 void _bk_report_at_exit(void) {
+  _bk_exit_check();
   enum report_scope scope = report_scope();
   if (scope == REPORT_NONE) return;
   const char *json = getenv("BRISK_STATS_JSON");

@@ -19,34 +19,35 @@ static int visit_block(brisk_block_visitor visit, void *block, size_t size, void
   return visit(block, size, arg);
 }
 
-/* Calls visit on each live block of a page the caller may read. */
-static int visit_page(page_t *pg, brisk_block_visitor visit, void *arg) {
+/* Calls the visitors on each block of a page the caller may read. */
+static int visit_page(page_t *pg, const block_walk_t *va) {
   uint64_t free_bits[MAX_BLOCKS_PER_PAGE / 64] = {0};
   uint32_t capacity = pg->capacity;
-  if (capacity > MAX_BLOCKS_PER_PAGE || _bk_page_free_blocks(pg, free_bits) < 0) return 0;
+  if (capacity > MAX_BLOCKS_PER_PAGE) return 0;
+  if (_bk_page_free_blocks(pg, free_bits) < 0) {
+    if (va->broken) va->broken(pg);
+    return 0;
+  }
   size_t bsize = pg->block_size;
   uint8_t *start = pg->start;
-  for (uint32_t i = 0; i < capacity; i++)
-    if (!((free_bits[i / 64] >> (i % 64)) & 1) && visit_block(visit, start + (size_t)i * bsize, bsize, arg))
-      return 1;
+  for (uint32_t i = 0; i < capacity; i++) {
+    uint8_t *block = start + (size_t)i * bsize;
+    if (!((free_bits[i / 64] >> (i % 64)) & 1)) {
+      if (visit_block(va->live, block, bsize, va->arg)) return 1;
+    } else if (va->free) {
+      va->free(block);
+    }
+  }
   return 0;
 }
 
-static int visit_segment(segment_t *seg, brisk_block_visitor visit, void *arg) {
+static int visit_segment(segment_t *seg, const block_walk_t *va) {
   for (uint32_t i = 0; i < seg->page_count; i++)
-    if (seg->pages[i].in_use && visit_page(&seg->pages[i], visit, arg)) return 1;
+    if (seg->pages[i].in_use && visit_page(&seg->pages[i], va)) return 1;
   return 0;
 }
 
-struct visit_args {
-  brisk_block_visitor visit;
-  void *arg;
-};
-
-static int visit_abandoned(segment_t *seg, void *p) {
-  struct visit_args *va = p;
-  return visit_segment(seg, va->visit, va->arg);
-}
+static int visit_abandoned(segment_t *seg, void *p) { return visit_segment(seg, p); }
 
 /* The heaps whose segments the calling thread may read: its own and the
  * explicit heaps it owns. */
@@ -99,11 +100,7 @@ static void scratch_unmap(void *p, size_t size) {
 /* The walk's own memory comes from scratch mappings, not from brisk's heaps:
  * allocating would change what is walked (or create a heap that adopts the
  * very segments being visited). */
-void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
-  if (!visit) {
-    errno = EINVAL;
-    return;
-  }
+void _bk_walk_blocks(const block_walk_t *va) {
   _bk_heap_collect_own(false); /* blocks other threads handed back are free */
   owner_set_t own = {.self = pthread_self()};
   _bk_heap_foreach(add_own_heap, &own); /* counts: only this thread adds its heaps */
@@ -126,14 +123,20 @@ void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
   }
   int stop = !refs && count;
   for (size_t i = 0; i < count && !stop; i++) {
-    if (refs[i].size) stop = visit_block(visit, refs[i].p, refs[i].size, arg);
+    if (refs[i].size) stop = visit_block(va->live, refs[i].p, refs[i].size, va->arg);
     else if (in_set(&own, atomic_load(&((segment_t *)refs[i].p)->owner_uid))) /* still ours */
-      stop = visit_segment(refs[i].p, visit, arg);
+      stop = visit_segment(refs[i].p, va);
   }
   scratch_unmap(refs, ref_bytes);
   scratch_unmap(own.uid, set_bytes);
-  if (!stop) {
-    struct visit_args va = {visit, arg};
-    _bk_abandoned_foreach(visit_abandoned, &va);
+  if (!stop) _bk_abandoned_foreach(visit_abandoned, (void *)va);
+}
+
+void brisk_visit_blocks(brisk_block_visitor visit, void *arg) {
+  if (!visit) {
+    errno = EINVAL;
+    return;
   }
+  block_walk_t walk = {.live = visit, .arg = arg};
+  _bk_walk_blocks(&walk);
 }
