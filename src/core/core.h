@@ -231,6 +231,7 @@ BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
 
 /* ---- hot.c: a heap's recently freed blocks, reused first ---------------- */
 BRISK_INTERNAL bool _bk_hot_class(unsigned cls);
+BRISK_INTERNAL void _bk_hot_classes_init(void); /* once, at process start */
 BRISK_INTERNAL void _bk_hot_init(heap_t *h);
 BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
 BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);
