@@ -58,8 +58,8 @@ void _bk_abandon(segment_t *seg) {
  * many pages still hold blocks. */
 uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter) {
   if (adopter) seg->heap = NULL; /* counted into the adopter below */
-  for (uint32_t i = 0; i < seg->page_count; i++) {
-    page_t *pg = &seg->pages[i];
+  for (uint64_t pages = segment_pages_not_free(seg); pages; pages &= pages - 1) {
+    page_t *pg = &seg->pages[__builtin_ctzll(pages)];
     if (!pg->in_use) continue;
     _bk_page_set_delayed(pg, adopter ? DELAYED_NONE : DELAYED_NEVER, false);
     /* Release: a remote free that reads the new heap sees it set up. */

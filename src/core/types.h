@@ -370,6 +370,14 @@ static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
   return start;
 }
 
+/* The pages of seg that may be in use: those its free mask does not name
+ * (a walk over its pages in use visits these, not all 64: a short thread's
+ * exit touched every page's line). */
+static inline uint64_t segment_pages_not_free(const segment_t *seg) {
+  uint64_t all = seg->page_count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << seg->page_count) - 1;
+  return all & ~seg->free_page_mask;
+}
+
 /* A page the header and its guard leave less than half of is not used. */
 static inline bool page_is_usable(segment_t *seg, size_t idx) {
   size_t area;
