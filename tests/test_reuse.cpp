@@ -498,37 +498,6 @@ TEST(Generations, FreePagesLeftByExitedThreadsArePurgedAtExit) {
 // the second was purged at once, and a program whose threads come and go
 // kept faulting pages in, or, once that looked like a rebuild, kept 25-100
 // MiB unpurged for threads that had touched a few MiB).
-// Threads that come and go hand their segments on through the shared
-// cache. A segment the cache purged and the next thread took back within
-// the purge delay cost page faults and saved nothing: the cache then keeps
-// that much more unpurged (cache_policy.c, up to twice its floor), and such
-// generations stop purging (thread churn spent three quarters of its time
-// in the kernel faulting in what the cache had just purged).
-TEST(ShortThreads, PurgesUndoneAtOnceRaiseWhatTheCacheKeeps) {
-  brisk_collect();  // no rebuild under way
-  const long long delay = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
-  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 60000), 0);  // every reuse is within it
-  auto work = [] {
-    std::vector<void *> blocks(6000);  // 6 MB of 1000 B blocks: two segments
-    for (void *&p : blocks) {
-      ASSERT_NE(p = brisk_malloc(1000), nullptr);
-      std::memset(p, 1, 1000);
-    }
-    for (void *p : blocks) brisk_free(p);
-  };
-  auto generation = [&] {
-    std::thread a(work), b(work);
-    a.join();
-    b.join();
-  };
-  for (int g = 0; g < 8; g++) generation();  // the rebuild begins
-  const bt::OsCalls before = bt::os_calls();
-  for (int g = 0; g < 16; g++) generation();
-  EXPECT_LE(bt::os_calls().madvise - before.madvise, 2u) << "segments purged and taken back at once";
-  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay), 0);
-  brisk_collect();
-}
-
 TEST(ShortThreads, CachedSegmentsAreWeighedByWhatTheirBlocksTouched) {
   brisk_free(brisk_malloc(16));  // the process is set up
   const bt::OsCalls before = bt::os_calls();

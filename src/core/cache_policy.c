@@ -8,11 +8,10 @@
  *    blocks reuses them warm; one that has freed them all holds little:
  *    glibc's heap behaves alike, holes among live blocks stay resident and
  *    its top is trimmed), and a floor;
- *  - while the program rebuilds, what it had in use lately, and the bytes
- *    of every purged block it took back meanwhile: it rebuilds once it
- *    takes back from a cache a block that was purged less than a purge
- *    delay after it came in (a purge the delay would not have made), and
- *    for as long as it keeps taking back blocks that recently freed.
+ *  - while the program rebuilds, what it had in use lately: it rebuilds
+ *    once it takes back from a cache a block that was purged less than a
+ *    purge delay after it came in (a purge the delay would not have made),
+ *    and for as long as it keeps taking back blocks that recently freed.
  *
  * Relaxed throughout: these are hints, read and updated on slow paths.
  */
@@ -24,16 +23,6 @@ static _Atomic(size_t) huge_live_bytes;
 #define HUGE_LIVE_STEP ((long)64 << 20)
 static __thread long huge_live_pending BRISK_TLS;
 static _Atomic(uint64_t) rebuild_until_ms;
-/* The bytes of purged blocks taken back since the rebuild began: each was
- * purged too soon, so the allowance grows by it until the purges stop
- * (threads that come and go hand their segments on through the cache, and
- * what they touch is not what blocks hold at any one time: thread churn
- * spent three quarters of its time in the kernel faulting in segments the
- * cache had just purged). It ends with the rebuild, two purge delays after
- * the last block taken back, or at brisk_collect; the cache's own cap
- * bounds it. (Capped at twice the floor, 8 MiB, a generation of two
- * threads that touched 12 MB still purged a segment every time.) */
-static _Atomic(size_t) rebuild_extra;
 static _Atomic(uint64_t) window_start_ms;
 
 /* A peak over this purge delay's window and the last one's. */
@@ -83,32 +72,21 @@ size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched) {
   return peak_update(&mapped_peak, mapped > cached ? mapped - cached : 0, new_window);
 }
 
-void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now, size_t bytes) {
+void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now) {
   uint64_t delay = _bk_opt.purge_delay_ms;
   if (now - cached_at >= delay) return; /* the delay would have purged it too */
   uint64_t until = atomic_load_explicit(&rebuild_until_ms, memory_order_relaxed);
   if (!purged && now >= until) return;
-  if (purged) {
-    if (now >= until) atomic_store_explicit(&rebuild_extra, bytes, memory_order_relaxed);
-    else atomic_fetch_add_explicit(&rebuild_extra, bytes, memory_order_relaxed);
-  }
   if (until < now + delay) atomic_store_explicit(&rebuild_until_ms, now + 2 * delay, memory_order_relaxed);
 }
 
 /* brisk_collect: the program asks for everything back, rebuild or not. */
-void _bk_cache_rebuild_end(void) {
-  atomic_store_explicit(&rebuild_until_ms, 0, memory_order_relaxed);
-  atomic_store_explicit(&rebuild_extra, 0, memory_order_relaxed);
-}
+void _bk_cache_rebuild_end(void) { atomic_store_explicit(&rebuild_until_ms, 0, memory_order_relaxed); }
 
 size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, size_t rebuilding, uint64_t now) {
   size_t live = huge_live();
   live = live > SIZE_MAX / times ? SIZE_MAX : live * times;
   if (live < floor) live = floor;
-  if (now < atomic_load_explicit(&rebuild_until_ms, memory_order_relaxed)) {
-    size_t extra = atomic_load_explicit(&rebuild_extra, memory_order_relaxed);
-    rebuilding = rebuilding > SIZE_MAX - extra ? SIZE_MAX : rebuilding + extra;
-    if (rebuilding > live) return rebuilding;
-  }
+  if (now < atomic_load_explicit(&rebuild_until_ms, memory_order_relaxed) && rebuilding > live) return rebuilding;
   return live;
 }

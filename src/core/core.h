@@ -109,9 +109,8 @@ BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
 BRISK_INTERNAL void _bk_cache_note_huge_live(long delta);
 BRISK_INTERNAL void _bk_cache_huge_live_flush(void);
 BRISK_INTERNAL size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched);
-/* A block of `bytes` taken back from a cache: purged or not, in it since
- * cached_at. */
-BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now, size_t bytes);
+/* A block taken back from a cache: purged or not, in it since cached_at. */
+BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now);
 BRISK_INTERNAL void _bk_cache_rebuild_end(void);
 /* The bytes a cache may keep unpurged: `times` the live huge blocks' size,
  * at least `floor`, and while the program rebuilds, `rebuilding`. */
