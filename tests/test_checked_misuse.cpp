@@ -473,6 +473,19 @@ TEST_F(CheckedMisuse, OverflowOfABlockNeverFreedIsCaughtAtExit) {
         << "size " << n;
 }
 
+TEST_F(CheckedMisuse, OverflowPastTheCanaryOfABlockNeverFreedIsCaughtAtExit) {
+  // Through the canary into brisk's trailer: the block no longer says what
+  // it is, but a block handed out and not free must.
+  EXPECT_DEATH(
+      {
+        char *p = static_cast<char *>(checked_test_alloc(10));
+        for (size_t i = 10; i < 10 + 32; i++) poke(p, i, 0x41);
+        std::exit(0);
+      },
+      "exit: corrupt block: the trailer of the block at " ADDR
+      " \\(size class [0-9]+\\) does not check \\(a heap buffer overflow wrote past its canary");
+}
+
 TEST_F(CheckedMisuse, WriteAfterFreeOfABlockNeverHandedOutAgainIsCaughtAtExit) {
   EXPECT_DEATH(
       {

@@ -236,9 +236,18 @@ void _bk_checked_at_exit(void *block, bool is_free) {
   block_view_t v;
   if (!_bk_block_view(block, &v)) return;
   VG_DEFINED(v.start, v.size); /* (under memcheck: read here, as brisk's own bytes) */
+  bool handed_out = !v.pg || (size_t)(v.start - v.pg->start) / v.size < PEEK(v.pg->handed_out);
+  char what[96];
   if (!is_free) {
     if (v.state == BLOCK_LIVE) check_canary(&call, &v);
-  } else if (v.pg && v.state == BLOCK_FREED && (size_t)(v.start - v.pg->start) / v.size < PEEK(v.pg->handed_out)) {
+    /* Every block handed out has a trailer that checks, live or dropped
+     * with its heap, until it is free. */
+    else if (v.state == BLOCK_UNKNOWN && handed_out)
+      _bk_checked_fail(&call, &v,
+                       "exit: corrupt block: the trailer of the block at %p (%s) does not check (a heap buffer "
+                       "overflow wrote past its canary, from it or the block before)",
+                       (void *)v.start, _bk_block_describe(&v, what, sizeof what));
+  } else if (v.pg && v.state == BLOCK_FREED && handed_out) {
     _bk_checked_verify_freed(&call, &v);
   }
 }

@@ -12,11 +12,7 @@
 
 #if BRISK_CHECKED
 
-static int check_live(void *block, size_t size, void *arg) {
-  (void)size, (void)arg;
-  _bk_checked_at_exit(block, false);
-  return 0;
-}
+static void check_used(void *block) { _bk_checked_at_exit(block, false); }
 
 static void check_free(void *block) { _bk_checked_at_exit(block, true); }
 
@@ -35,7 +31,7 @@ void _bk_exit_check(void) {
   if (on && on[0] == '0') return;
   size_t others = 0;
   _bk_heap_foreach(count_other_thread_heaps, &others);
-  block_walk_t walk = {check_live, check_free, list_broken, NULL};
+  block_walk_t walk = {.used = check_used, .free = check_free, .broken = list_broken};
   if (others == 0) _bk_walk_blocks(&walk);
 }
 

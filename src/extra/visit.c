@@ -33,7 +33,8 @@ static int visit_page(page_t *pg, const block_walk_t *va) {
   for (uint32_t i = 0; i < capacity; i++) {
     uint8_t *block = start + (size_t)i * bsize;
     if (!((free_bits[i / 64] >> (i % 64)) & 1)) {
-      if (visit_block(va->live, block, bsize, va->arg)) return 1;
+      if (va->used) va->used(block);
+      if (va->live && visit_block(va->live, block, bsize, va->arg)) return 1;
     } else if (va->free) {
       va->free(block);
     }
@@ -123,9 +124,12 @@ void _bk_walk_blocks(const block_walk_t *va) {
   }
   int stop = !refs && count;
   for (size_t i = 0; i < count && !stop; i++) {
-    if (refs[i].size) stop = visit_block(va->live, refs[i].p, refs[i].size, va->arg);
-    else if (in_set(&own, atomic_load(&((segment_t *)refs[i].p)->owner_uid))) /* still ours */
+    if (refs[i].size) {
+      if (va->used) va->used(refs[i].p);
+      stop = va->live && visit_block(va->live, refs[i].p, refs[i].size, va->arg);
+    } else if (in_set(&own, atomic_load(&((segment_t *)refs[i].p)->owner_uid))) { /* still ours */
       stop = visit_segment(refs[i].p, va);
+    }
   }
   scratch_unmap(refs, ref_bytes);
   scratch_unmap(own.uid, set_bytes);
