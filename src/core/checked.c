@@ -47,6 +47,12 @@ static void check_canary(const checked_call_t *call, const block_view_t *v) {
                      (size_t)(bad - user) - (size_t)v->trailer->requested, *bad, CANARY_BYTE);
 }
 
+/* Whether the block in v was handed out in its page's present life (a huge
+ * block: always). */
+static bool handed_out_before(const block_view_t *v) {
+  return !v->pg || (size_t)(v->start - v->pg->start) / v->size < PEEK(v->pg->handed_out);
+}
+
 /* The live block p starts, in *v; anything else aborts naming the misuse. */
 static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
   char what[96], misuse[64];
@@ -60,7 +66,7 @@ static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
                      call->fn, p, freed_misuse(call, misuse, sizeof misuse));
   /* A page's blocks it never handed out (or not since its memory held
    * blocks of another class) may hold any bytes, a trailer included. */
-  if (v->pg && (!PEEK(v->pg->in_use) || (size_t)(v->start - v->pg->start) / v->size >= PEEK(v->pg->handed_out))) {
+  if (v->pg && (!PEEK(v->pg->in_use) || !handed_out_before(v))) {
     if (v->state == BLOCK_FREED || v->state == BLOCK_DROPPED) freed_fail(call, v, p);
     v->state = BLOCK_UNKNOWN;
     _bk_checked_fail(call, v, "%s(%p): pointer is not a live block (%s): brisk has not handed out this block",
@@ -236,7 +242,7 @@ void _bk_checked_at_exit(void *block, bool is_free) {
   block_view_t v;
   if (!_bk_block_view(block, &v)) return;
   VG_DEFINED(v.start, v.size); /* (under memcheck: read here, as brisk's own bytes) */
-  bool handed_out = !v.pg || (size_t)(v.start - v.pg->start) / v.size < PEEK(v.pg->handed_out);
+  bool handed_out = handed_out_before(&v);
   char what[96];
   if (!is_free) {
     if (v.state == BLOCK_LIVE) check_canary(&call, &v);

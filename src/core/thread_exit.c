@@ -27,9 +27,10 @@ static void set_pages_never_delayed(heap_t *h) {
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
     for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg;
          seg = LIST_NEXT(seg, segment_t, link))
-      for (uint64_t pages = segment_pages_not_free(seg); pages; pages &= pages - 1)
-        if (seg->pages[__builtin_ctzll(pages)].in_use)
-          _bk_page_set_delayed(&seg->pages[__builtin_ctzll(pages)], DELAYED_NEVER, false);
+      for (uint64_t pages = segment_pages_not_free(seg); pages; pages &= pages - 1) {
+        page_t *pg = &seg->pages[__builtin_ctzll(pages)];
+        if (pg->in_use) _bk_page_set_delayed(pg, DELAYED_NEVER, false);
+      }
 }
 
 /* Thread exit: pages still holding blocks go with their segments to the

@@ -31,8 +31,9 @@ void _bk_exit_check(void) {
   if (on && on[0] == '0') return;
   size_t others = 0;
   _bk_heap_foreach(count_other_thread_heaps, &others);
+  if (others) return;
   block_walk_t walk = {.used = check_used, .free = check_free, .broken = list_broken};
-  if (others == 0) _bk_walk_blocks(&walk);
+  _bk_walk_blocks(&walk);
 }
 
 #else

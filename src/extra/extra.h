@@ -56,12 +56,12 @@ BRISK_INTERNAL void _bk_report_at_exit(void);
  * free_bits when given; -1 on a broken list (brisk_check_message says how). */
 BRISK_INTERNAL long _bk_page_free_blocks(const page_t *pg, uint64_t *free_bits);
 /* What a walk of the blocks the caller may read calls, each when set: live
- * on each live block (as brisk_visit_blocks), used and free on each block
- * not free and free as brisk keeps it, broken on a page whose lists do not
- * walk (brisk_check_message says why). */
+ * on each live block as the program sees it (brisk_visit_blocks), used on
+ * each block not free and free on each free one as brisk keeps them, and
+ * broken on a page whose lists do not walk (brisk_check_message says why). */
 typedef struct block_walk {
   brisk_block_visitor live;
-  void (*used)(void *block); /* each block not free, as brisk keeps it */
+  void (*used)(void *block);
   void (*free)(void *block);
   void (*broken)(const page_t *pg);
   void *arg;
