@@ -49,10 +49,10 @@ static const struct {
     [BRISK_OPTION_BACKGROUND_PURGE] = {"BRISK_BACKGROUND_PURGE", BOOL, 0, 1, false},
 };
 /* Read by brisk at exit, or by its tools and tests: never warned about. */
-static const char *const quiet[] = {"BRISK_STATS_JSON",      "BRISK_REPORT_FILE",    "BRISK_REPORT_ROOT",
-                                    "BRISK_REPORT_CHILDREN", "BRISK_LEAK_EXIT_CODE", "BRISK_LIB",
-                                    "BRISK_BUILD_DIR",       "BRISK_ASAN_SCALE",     "BRISK_TSAN_SCALE",
-                                    "BRISK_STACK_DEPTH",     "BRISK_RECORD",         "BRISK_RECORD_ROOT"};
+static const char *const quiet[] = {
+    "BRISK_STATS_JSON", "BRISK_REPORT_FILE", "BRISK_REPORT_ROOT", "BRISK_REPORT_CHILDREN", "BRISK_LEAK_EXIT_CODE",
+    "BRISK_LIB",        "BRISK_BUILD_DIR",   "BRISK_ASAN_SCALE",  "BRISK_TSAN_SCALE",      "BRISK_STACK_DEPTH",
+    "BRISK_RECORD",     "BRISK_RECORD_ROOT", "BRISK_EXIT_CHECK"};
 #define RESERVE_APPLY_MAX (64LL << 20) /* larger reserves are parsed, not mapped */
 
 static long long saved[BRISK_OPTION_COUNT];
