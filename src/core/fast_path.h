@@ -189,13 +189,15 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
 #endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
-      uint8_t flags = pg->flags;
-      /* Current, parked as full or neither: one sign test (page_flags_set). */
-      if (likely(!(flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
+      /* Current, parked as full or neither: one sign test (page_flags_set).
+       * The flags are read twice: once as the test's memory operand, which
+       * costs the common path no load into a register of its own (the
+       * atomic second read is not merged with it). */
+      if (likely(!(pg->flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
         if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
         return;
       }
-      if (flags == PAGE_HOT) {
+      if (PEEK(pg->flags) == PAGE_HOT) {
         if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
         return;
       }
