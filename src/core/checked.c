@@ -53,6 +53,30 @@ static bool handed_out_before(const block_view_t *v) {
   return !v->pg || (size_t)(v->start - v->pg->start) / v->size < PEEK(v->pg->handed_out);
 }
 
+/* The trailer of the block before v's in its page ends where v's block
+ * starts: an underflow of v's block breaks it (or an overflow of that
+ * block past its canary). Checked when that block was handed out in the
+ * page's present life, so its trailer must check, live or freed. Another
+ * thread may be writing it at this moment (a malloc or free of that block
+ * stores its fields, then the seal): a trailer that does not check is read
+ * again, after yields, before it is reported. */
+static void check_block_before(const checked_call_t *call, const block_view_t *v, const void *p) {
+  block_view_t before;
+  if (!v->pg || v->start == v->pg->start || !_bk_block_view(v->start - 1, &before) || !handed_out_before(&before))
+    return;
+  for (int tries = 0; before.state == BLOCK_UNKNOWN && tries < 100; tries++) {
+    _bk_os_yield();
+    _bk_block_view(v->start - 1, &before);
+  }
+  if (before.state != BLOCK_UNKNOWN) return;
+  char what[96];
+  _bk_checked_fail(call, v,
+                   "%s(%p): heap buffer underflow: the bytes before the block (%s) were overwritten: the trailer "
+                   "of the block before it, at %p, does not check (an underflow of this block, or an overflow of "
+                   "that one past its canary)",
+                   call->fn, p, _bk_block_describe(v, what, sizeof what), (void *)before.start);
+}
+
 /* The live block p starts, in *v; anything else aborts naming the misuse. */
 static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
   char what[96], misuse[64];
@@ -88,6 +112,7 @@ static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
         p, _bk_block_describe(v, what, sizeof what), (void *)user, v->state == BLOCK_LIVE ? "" : "; it was freed");
   if (v->state != BLOCK_LIVE) freed_fail(call, v, p);
   check_canary(call, v);
+  check_block_before(call, v, p);
 }
 
 /* The block becomes free: marked, then handed to brisk. */
@@ -251,10 +276,16 @@ void _bk_checked_at_exit(void *block, bool is_free) {
     else if (v.state == BLOCK_UNKNOWN && handed_out)
       _bk_checked_fail(&call, &v,
                        "exit: corrupt block: the trailer of the block at %p (%s) does not check (a heap buffer "
-                       "overflow wrote past its canary, from it or the block before)",
+                       "overflow of it past its canary, or an underflow of the block after it)",
                        (void *)v.start, _bk_block_describe(&v, what, sizeof what));
-  } else if (v.pg && v.state == BLOCK_FREED && handed_out) {
-    _bk_checked_verify_freed(&call, &v);
+  } else if (v.pg && handed_out) {
+    /* Freed since: its trailer says so, and its bytes hold the pattern. */
+    if (v.state == BLOCK_UNKNOWN)
+      _bk_checked_fail(&call, &v,
+                       "exit: write after free: the trailer of the freed block at %p (%s) was overwritten (a "
+                       "write after free, or an underflow of the block after it)",
+                       (void *)v.start, _bk_block_describe(&v, what, sizeof what));
+    if (v.state == BLOCK_FREED) _bk_checked_verify_freed(&call, &v);
   }
 }
 

@@ -25,7 +25,9 @@ static const uint32_t state_mark[] = {
 static uint32_t seal_base(const block_view_t *v, const trailer_t *t) {
   uint64_t x = (uint64_t)(uintptr_t)v->start ^ t->requested * 0x9e3779b97f4a7c15ull;
   x ^= ((uint64_t)t->offset << 32 | t->alloc_stack) * 0xc2b2ae3d27d4eb4full;
-  x ^= (uint64_t)v->size * 0x165667b19e3779f9ull;
+  /* Every byte of the trailer counts: an underflow of the block after
+   * this one lands in it. */
+  x ^= ((uint64_t)t->free_stack << 32 ^ (uint64_t)v->size) * 0x165667b19e3779f9ull;
   x ^= x >> 31;
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 29;
