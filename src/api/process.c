@@ -37,4 +37,5 @@ __attribute__((constructor)) static void brisk_constructor(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   _bk_report_prepare();
   atexit(_bk_report_at_exit);
+  _bk_guard_faults_install();
 }

@@ -22,12 +22,16 @@ __thread const checked_call_t *_bk_checked_call BRISK_TLS;
 static const uint32_t state_mark[] = {
     [BLOCK_UNKNOWN] = 0, [BLOCK_LIVE] = 0x4c495645, [BLOCK_FREED] = 0x46524545, [BLOCK_DROPPED] = 0x44524f50};
 
+/* A trailer's fields are PUBLISHed and PEEKed: the check of the block after
+ * it (check_block_before, checked.c) reads them on any thread, while the
+ * block's own malloc or free may be writing them; a mix of old and new
+ * fields does not check, and that reader reads again. */
 static uint32_t seal_base(const block_view_t *v, const trailer_t *t) {
-  uint64_t x = (uint64_t)(uintptr_t)v->start ^ t->requested * 0x9e3779b97f4a7c15ull;
-  x ^= ((uint64_t)t->offset << 32 | t->alloc_stack) * 0xc2b2ae3d27d4eb4full;
+  uint64_t x = (uint64_t)(uintptr_t)v->start ^ PEEK(t->requested) * 0x9e3779b97f4a7c15ull;
+  x ^= ((uint64_t)PEEK(t->offset) << 32 | PEEK(t->alloc_stack)) * 0xc2b2ae3d27d4eb4full;
   /* Every byte of the trailer counts: an underflow of the block after
    * this one lands in it. */
-  x ^= ((uint64_t)t->free_stack << 32 ^ (uint64_t)v->size) * 0x165667b19e3779f9ull;
+  x ^= ((uint64_t)PEEK(t->free_stack) << 32 ^ (uint64_t)v->size) * 0x165667b19e3779f9ull;
   x ^= x >> 31;
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 29;
@@ -36,12 +40,13 @@ static uint32_t seal_base(const block_view_t *v, const trailer_t *t) {
 
 static enum block_state state_of(const block_view_t *v) {
   const trailer_t *t = v->trailer;
-  if (v->size < CHECKED_MIN_BLOCK || t->offset > v->size - CHECKED_OVERHEAD ||
-      t->requested > v->size - CHECKED_OVERHEAD - t->offset)
+  uint32_t offset = PEEK(t->offset);
+  if (v->size < CHECKED_MIN_BLOCK || offset > v->size - CHECKED_OVERHEAD ||
+      PEEK(t->requested) > v->size - CHECKED_OVERHEAD - offset)
     return BLOCK_UNKNOWN;
-  uint32_t base = seal_base(v, t);
+  uint32_t base = seal_base(v, t), seal = PEEK(t->seal);
   for (int s = BLOCK_LIVE; s <= BLOCK_DROPPED; s++)
-    if (t->seal == (base ^ state_mark[s])) return (enum block_state)s;
+    if (seal == (base ^ state_mark[s])) return (enum block_state)s;
   return BLOCK_UNKNOWN;
 }
 
@@ -79,16 +84,16 @@ bool _bk_block_view(const void *p, block_view_t *v) {
 }
 
 void _bk_block_seal(block_view_t *v, enum block_state state) {
-  v->trailer->seal = seal_base(v, v->trailer) ^ state_mark[state];
+  PUBLISH(v->trailer->seal, seal_base(v, v->trailer) ^ state_mark[state]);
   v->state = state;
 }
 
 void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack) {
   trailer_t *t = v->trailer;
-  t->requested = requested;
-  t->offset = (uint32_t)((const uint8_t *)p - v->start);
-  t->alloc_stack = alloc_stack;
-  t->free_stack = 0;
+  PUBLISH(t->requested, requested);
+  PUBLISH(t->offset, (uint32_t)((const uint8_t *)p - v->start));
+  PUBLISH(t->alloc_stack, alloc_stack);
+  PUBLISH(t->free_stack, 0);
   _bk_block_seal(v, BLOCK_LIVE);
   uint8_t *end = (uint8_t *)p + requested;
   size_t room = (size_t)((uint8_t *)t - end);
@@ -103,7 +108,7 @@ const uint8_t *_bk_block_canary_broken(const block_view_t *v) {
 
 void _bk_block_mark_freed(block_view_t *v, enum block_state state, uint32_t free_stack) {
   trailer_t *t = v->trailer;
-  t->free_stack = free_stack;
+  PUBLISH(t->free_stack, free_stack);
   _bk_block_seal(v, state);
   if (!v->pg) {
     v->seg->live = 0;

@@ -67,6 +67,9 @@ typedef struct block_walk {
   void *arg;
 } block_walk_t;
 BRISK_INTERNAL void _bk_walk_blocks(const block_walk_t *walk);
+/* The secure and checked libraries name a fault on a guard page
+ * (guard_fault.c); called once, at start. */
+BRISK_INTERNAL void _bk_guard_faults_install(void);
 /* The checked library's check of every block at exit (exit_check.c). */
 BRISK_INTERNAL void _bk_exit_check(void);
 /* The live blocks at exit, labelled with the process; returns their count. */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sched.h>
+#include <signal.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
@@ -198,6 +200,33 @@ void _bk_os_close(int fd) { close(fd); }
 
 int _bk_os_append_file(const char *path) { return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644); }
 
+/* ---- Faults ------------------------------------------------------------- */
+
+static void (*fault_report)(const void *addr);
+
+/* SA_RESETHAND made the action the default again: the instruction that
+ * faulted faults again on return, now fatal. A SIGSEGV sent by kill or
+ * raise (si_code <= 0, and no address) is sent again, delivered once this
+ * handler returns. */
+static void on_fault(int sig, siginfo_t *info, void *context) {
+  (void)context;
+  if (info->si_code > 0) fault_report(info->si_addr);
+  else raise(sig);
+}
+
+bool _bk_os_on_fault(void (*report)(const void *addr)) {
+  struct sigaction old;
+  if (sigaction(SIGSEGV, NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+    return false;
+  fault_report = report;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  return sigaction(SIGSEGV, &sa, NULL) == 0;
+}
+
 void _bk_os_exit(int status) { _exit(status); }
 
 void _bk_os_abort(void) { abort(); }
@@ -217,6 +246,13 @@ void _bk_warning(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vmessage("warning: ", fmt, ap);
+  va_end(ap);
+}
+
+void _bk_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vmessage("error: ", fmt, ap);
   va_end(ap);
 }
 

@@ -107,6 +107,13 @@ BRISK_INTERNAL int _bk_os_dup(int fd);
 BRISK_INTERNAL void _bk_os_close(int fd);
 /* Opens path for appending (created if missing, close-on-exec); -1 on failure. */
 BRISK_INTERNAL int _bk_os_append_file(const char *path);
+/* Calls report with the address of a SIGSEGV, then lets the fault take
+ * its default action (the process ends as it would have). Installed only
+ * when the program left SIGSEGV at its default, and for one fault: a
+ * handler the program installs later replaces it. False when not
+ * installed. */
+BRISK_INTERNAL bool _bk_os_on_fault(void (*report)(const void *addr));
+
 /* Ends the process at once with status (no more atexit handlers). */
 BRISK_INTERNAL _Noreturn void _bk_os_exit(int status);
 /* Ends the process with SIGABRT, as a failed check does. */
@@ -115,6 +122,7 @@ BRISK_INTERNAL _Noreturn void _bk_os_abort(void);
 /* One line "brisk: warning: ..." / "brisk: error: ..." on stderr, written
  * without stdio and without allocating; fatal then aborts. */
 BRISK_INTERNAL void _bk_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+BRISK_INTERNAL void _bk_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 BRISK_INTERNAL _Noreturn void _bk_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

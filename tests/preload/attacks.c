@@ -6,7 +6,13 @@
  *               then malloc 64 B until that address comes back
  *   double      free a block twice
  *   interior    free a pointer 16 bytes into a block
- *   underflow   write the 160 bytes before a 3 MiB block, then free it */
+ *   underflow   write the 160 bytes before a 3 MiB block, then free it
+ *   overflow    write on past the end of a 3 MiB block, up to 1 MiB
+ *   raise       raise(SIGSEGV): brisk's handler of guard faults lets it kill
+ *   own_handler the program's own SIGSEGV handler (exit 3) sees the underflow
+ *               (expected: exit 3, brisk's handler replaced) */
+#include <signal.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +23,11 @@ static void *volatile sink;
 static void *launder(void *p) {
   sink = p;
   return sink;
+}
+
+static void on_segv(int sig) {
+  (void)sig;
+  _exit(3);
 }
 
 int main(int argc, char **argv) {
@@ -49,6 +60,23 @@ int main(int argc, char **argv) {
     free(p);
     return 0;
   }
-  fprintf(stderr, "usage: %s poison|double|interior|underflow\n", argv[0]);
+  if (!strcmp(mode, "overflow")) {
+    char *p = launder(malloc(3 << 20));
+    for (size_t i = 0; i < (4u << 20); i++) ((volatile char *)p)[i] = 0x41;
+    free(p);
+    return 0;
+  }
+  if (!strcmp(mode, "raise")) {
+    raise(SIGSEGV);
+    return 0;
+  }
+  if (!strcmp(mode, "own_handler")) {
+    signal(SIGSEGV, on_segv);
+    char *p = malloc(3 << 20);
+    memset(launder(p - 160), 0x41, 160);
+    free(p);
+    return 0;
+  }
+  fprintf(stderr, "usage: %s poison|double|interior|underflow|overflow|raise|own_handler\n", argv[0]);
   return 64;
 }

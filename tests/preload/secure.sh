@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libbrisk-secure.so under LD_PRELOAD stops each attack of attacks.c: a
-# message and an abort, or a fault on a guard page (the underflow), never
-# the attack's exit 0. Usage: secure.sh libbrisk-secure.so attacks
+# message and an abort, or a fault on a guard page that brisk names (the
+# underflow), never the attack's exit 0. Usage: secure.sh libbrisk-secure.so attacks
 source "$(dirname "$0")/common.sh"
 ATTACKS=${2:?usage: $0 libbrisk-secure.so attacks}
 
@@ -22,5 +22,5 @@ expect_stopped() {  # <mode> <signal name> <message regex or "">
 expect_stopped poison ABRT "brisk: error: corrupted free list at 0x[0-9a-f]+"
 expect_stopped double ABRT "brisk: error: free\(0x[0-9a-f]+\): double free"
 expect_stopped interior ABRT "brisk: error: free\(0x[0-9a-f]+\): pointer is inside a block"
-expect_stopped underflow SEGV ""
+expect_stopped underflow SEGV "brisk: error: heap buffer underflow: an access at 0x[0-9a-f]+, 160 bytes before the huge block"
 echo "secure: ok"
