@@ -215,7 +215,12 @@ fn main() {
         .flag("-fexceptions")
         // (As CMakeLists.txt: the fast paths' speed must not hang on where
         // the linker puts them.)
-        .flag("-falign-functions=64");
+        .flag("-falign-functions=64")
+        // No SIGSEGV handler of brisk's (src/extra/guard_fault.c): the Rust
+        // runtime installs its own, which reports a stack overflow, only
+        // where SIGSEGV is still at its default, and brisk's constructor
+        // runs first.
+        .define("BRISK_GUARD_FAULT_HANDLER", "0");
     if checked {
         // Its stacks need a frame pointer (CMakeLists.txt says why).
         build.define("BRISK_CHECKED", "1").flag("-fno-omit-frame-pointer");

@@ -6,7 +6,14 @@
  * it. The release library has no guard pages and installs nothing. */
 #include "extra/extra.h"
 
-#if BRISK_SECURE
+/* 0 leaves SIGSEGV alone (the Rust crate: its runtime reports a stack
+ * overflow through a handler it installs only where SIGSEGV is still at
+ * its default, after brisk's constructor has run). */
+#ifndef BRISK_GUARD_FAULT_HANDLER
+#define BRISK_GUARD_FAULT_HANDLER 1
+#endif
+
+#if BRISK_SECURE && BRISK_GUARD_FAULT_HANDLER
 
 /* Names the fault when addr lies in a guard page of one of brisk's
  * mappings (after a segment's header, or at the end of its mapping). */
