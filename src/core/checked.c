@@ -35,6 +35,20 @@ static _Noreturn void freed_fail(const checked_call_t *call, const block_view_t 
                    freed_misuse(call, misuse, sizeof misuse), _bk_block_describe(v, what, sizeof what));
 }
 
+static const char *const kind_alloc_name[] = {"malloc", "operator new", "operator new[]"};
+static const char *const kind_free_name[] = {"free", "operator delete", "operator delete[]"};
+
+/* The live block in v is freed (or resized) the way it was allocated: a
+ * block of new by delete, of new[] by delete[], of the malloc family by
+ * free or realloc. */
+static void check_kind(const checked_call_t *call, const block_view_t *v, const void *p, enum alloc_kind kind) {
+  char what[96];
+  if (v->kind != kind)
+    _bk_checked_fail(
+        call, v, "%s(%p): alloc-dealloc mismatch: the block (%s) was allocated with %s: free it with %s", call->fn,
+        p, _bk_block_describe(v, what, sizeof what), kind_alloc_name[v->kind], kind_free_name[v->kind]);
+}
+
 /* The live block in v has its canary whole. */
 static void check_canary(const checked_call_t *call, const block_view_t *v) {
   const uint8_t *bad = _bk_block_canary_broken(v), *user = v->start + v->trailer->offset;
@@ -123,7 +137,8 @@ static void release(const checked_call_t *call, block_view_t *v, void *p) {
   _bk_heap_free_generic(v->seg, p);
 }
 
-static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, size_t align, bool zero) {
+static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, size_t align, bool zero,
+                         enum alloc_kind kind) {
   if (size > PTRDIFF_MAX) {
     errno = ENOMEM;
     return NULL;
@@ -148,7 +163,7 @@ static void *alloc_block(const checked_call_t *call, heap_t *h, size_t size, siz
   block_view_t v;
   if (!_bk_block_view(p, &v)) _bk_checked_fail(call, NULL, "%s: internal error: no block at %p", call->fn, p);
   VG_DEFINED(v.start, v.size); /* a huge block may have been freed (no access) */
-  _bk_block_set_live(&v, p, size, _bk_stack_record(call->frame));
+  _bk_block_set_live(&v, p, size, _bk_stack_record(call->frame), kind);
   if (zero && !zeroed) memset(p, 0, size);
   VG_BLOCK_ALLOC(p, size, zero);
   return p;
@@ -161,7 +176,16 @@ static const char *alloc_name(size_t align, bool zero) {
 
 void *_bk_checked_alloc(heap_t *h, size_t size, size_t align, bool zero) {
   checked_call_t call = {alloc_name(align, zero), STACK_HERE()};
-  return alloc_block(&call, h, size, align, zero);
+  return alloc_block(&call, h, size, align, zero, ALLOC_MALLOC);
+}
+
+void *_bk_checked_new(size_t size, size_t align, enum alloc_kind kind) {
+  checked_call_t call = {kind_alloc_name[kind], STACK_HERE()};
+  if (align && !is_power_of_two(align)) { /* (as aligned_alloc; new then throws) */
+    errno = EINVAL;
+    return NULL;
+  }
+  return alloc_block(&call, _bk_tls_heap, size, align, false, kind);
 }
 
 void _bk_checked_free(void *p) {
@@ -169,6 +193,27 @@ void _bk_checked_free(void *p) {
   checked_call_t call = {"free", STACK_HERE()};
   block_view_t v;
   check_live(&call, p, &v);
+  check_kind(&call, &v, p, ALLOC_MALLOC);
+  release(&call, &v, p);
+}
+
+/* The block in v, live, was asked with size bytes (a sized deallocation). */
+static void check_size(const checked_call_t *call, const block_view_t *v, const void *p, size_t size) {
+  char what[96];
+  if (v->trailer->requested != size)
+    _bk_checked_fail(call, v,
+                     "%s(%p, %zu): size mismatch: the block (%s) was allocated with %zu bytes (a sized delete of "
+                     "another type, or another block's size)",
+                     call->fn, p, size, _bk_block_describe(v, what, sizeof what), (size_t)v->trailer->requested);
+}
+
+void _bk_checked_delete(void *p, size_t size, bool sized, enum alloc_kind kind) {
+  if (!p) return;
+  checked_call_t call = {kind_free_name[kind], STACK_HERE()};
+  block_view_t v;
+  check_live(&call, p, &v);
+  check_kind(&call, &v, p, kind);
+  if (sized) check_size(&call, &v, p, size);
   release(&call, &v, p);
 }
 
@@ -183,13 +228,8 @@ void _bk_checked_free_sized(void *p, size_t size, const char *fn, bool release_i
   checked_call_t call = {fn, STACK_HERE()};
   block_view_t v;
   check_live(&call, p, &v);
-  if (v.trailer->requested != size) {
-    char what[96];
-    _bk_checked_fail(&call, &v,
-                     "%s(%p, %zu): size mismatch: the block (%s) was allocated with %zu bytes (a sized delete of "
-                     "another type, or another block's size)",
-                     fn, p, size, _bk_block_describe(&v, what, sizeof what), (size_t)v.trailer->requested);
-  }
+  check_kind(&call, &v, p, ALLOC_MALLOC);
+  check_size(&call, &v, p, size);
   if (release_it) release(&call, &v, p);
 }
 
@@ -200,9 +240,10 @@ void _bk_checked_free_sized(void *p, size_t size, const char *fn, bool release_i
  * memcheck knows of each byte. */
 void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size) {
   checked_call_t call = {align ? "realloc_aligned" : "realloc", STACK_HERE()};
-  if (!p) return alloc_block(&call, h, size, align, false);
+  if (!p) return alloc_block(&call, h, size, align, false, ALLOC_MALLOC);
   block_view_t v;
   check_live(&call, p, &v);
+  check_kind(&call, &v, p, ALLOC_MALLOC);
   bool keep = !BRISK_VALGRIND && (!align || ((uintptr_t)p & (align - 1)) == 0);
   if (keep && !v.pg && size <= PTRDIFF_MAX && aligned_block_is_huge(align, size + CHECKED_OVERHEAD)) {
     void *q = _bk_huge_realloc(v.seg, p, size + CHECKED_OVERHEAD, align);
@@ -210,16 +251,16 @@ void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size) {
     if (q && !_bk_block_view(q, &w))
       _bk_checked_fail(&call, NULL, "%s: internal error: no block at %p", call.fn, q);
     if (q) {
-      _bk_block_set_live(&w, q, size, _bk_stack_record(call.frame));
+      _bk_block_set_live(&w, q, size, _bk_stack_record(call.frame), ALLOC_MALLOC);
       return q;
     }
   }
   size_t room = (size_t)((uint8_t *)v.trailer - (uint8_t *)p) - 1;
   if (keep && realloc_in_place(room, align, size)) {
-    _bk_block_set_live(&v, p, size, _bk_stack_record(call.frame));
+    _bk_block_set_live(&v, p, size, _bk_stack_record(call.frame), ALLOC_MALLOC);
     return p;
   }
-  void *q = alloc_block(&call, h, size, align, false);
+  void *q = alloc_block(&call, h, size, align, false, ALLOC_MALLOC);
   if (!q) return NULL;
   size_t old = (size_t)v.trailer->requested;
   memcpy(q, p, size < old ? size : old);

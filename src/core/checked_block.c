@@ -2,8 +2,9 @@
  * and its seal, the canary, the free pattern; the check of every block a
  * page hands out; and the report of a misuse, with its stacks.
  *
- * The seal is a hash of the trailer's fields, the block's address and size
- * and its state (live, freed, dropped with its heap), so a trailer says
+ * The seal is a hash of the trailer's fields, the block's address and size,
+ * its state (live, freed, dropped with its heap) and how it was allocated
+ * (malloc, new, new[]: state_of finds which), so a trailer says
  * which of these the block is only when it is whole and was written for
  * this very block: memory a block of another size class left behind, or a
  * block brisk never handed out, reads as "unknown". */
@@ -21,6 +22,7 @@ __thread const checked_call_t *_bk_checked_call BRISK_TLS;
 
 static const uint32_t state_mark[] = {
     [BLOCK_UNKNOWN] = 0, [BLOCK_LIVE] = 0x4c495645, [BLOCK_FREED] = 0x46524545, [BLOCK_DROPPED] = 0x44524f50};
+static const uint32_t kind_mark[] = {[ALLOC_MALLOC] = 0, [ALLOC_NEW] = 0x3a4e4557, [ALLOC_NEW_ARRAY] = 0x5b4e4557};
 
 /* A trailer's fields are PUBLISHed and PEEKed: the check of the block after
  * it (check_block_before, checked.c) reads them on any thread, while the
@@ -38,20 +40,25 @@ static uint32_t seal_base(const block_view_t *v, const trailer_t *t) {
   return (uint32_t)x;
 }
 
-static enum block_state state_of(const block_view_t *v) {
+static enum block_state state_of(block_view_t *v) {
   const trailer_t *t = v->trailer;
   uint32_t offset = PEEK(t->offset);
   if (v->size < CHECKED_MIN_BLOCK || offset > v->size - CHECKED_OVERHEAD ||
       PEEK(t->requested) > v->size - CHECKED_OVERHEAD - offset)
     return BLOCK_UNKNOWN;
   uint32_t base = seal_base(v, t), seal = PEEK(t->seal);
-  for (int s = BLOCK_LIVE; s <= BLOCK_DROPPED; s++)
-    if (seal == (base ^ state_mark[s])) return (enum block_state)s;
+  for (int k = 0; k < ALLOC_KINDS; k++)
+    for (int s = BLOCK_LIVE; s <= BLOCK_DROPPED; s++)
+      if (seal == (base ^ state_mark[s] ^ kind_mark[k])) {
+        v->kind = (enum alloc_kind)k;
+        return (enum block_state)s;
+      }
   return BLOCK_UNKNOWN;
 }
 
 static void view_finish(block_view_t *v) {
   v->trailer = (trailer_t *)(v->start + v->size - sizeof(trailer_t));
+  v->kind = ALLOC_MALLOC;
   v->state = state_of(v);
 }
 
@@ -84,12 +91,14 @@ bool _bk_block_view(const void *p, block_view_t *v) {
 }
 
 void _bk_block_seal(block_view_t *v, enum block_state state) {
-  PUBLISH(v->trailer->seal, seal_base(v, v->trailer) ^ state_mark[state]);
+  PUBLISH(v->trailer->seal, seal_base(v, v->trailer) ^ state_mark[state] ^ kind_mark[v->kind]);
   v->state = state;
 }
 
-void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack) {
+void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack,
+                        enum alloc_kind kind) {
   trailer_t *t = v->trailer;
+  v->kind = kind;
   PUBLISH(t->requested, requested);
   PUBLISH(t->offset, (uint32_t)((const uint8_t *)p - v->start));
   PUBLISH(t->alloc_stack, alloc_stack);

@@ -275,6 +275,10 @@ typedef struct trailer {
 #define CHECKED_MIN_BLOCK (2 * sizeof(void *) + sizeof(trailer_t))
 
 enum block_state { BLOCK_UNKNOWN, BLOCK_LIVE, BLOCK_FREED, BLOCK_DROPPED };
+/* How a block was allocated, which says how it must be freed (free, delete,
+ * delete[]). Kept in the seal, not in a field of its own: a trailer checks
+ * under one kind only. */
+enum alloc_kind { ALLOC_MALLOC, ALLOC_NEW, ALLOC_NEW_ARRAY, ALLOC_KINDS };
 
 /* One block seen by the checks. */
 typedef struct block_view {
@@ -284,6 +288,7 @@ typedef struct block_view {
   size_t size;    /* its size class, or a huge block's bytes to the mapping's end */
   trailer_t *trailer;
   enum block_state state;
+  enum alloc_kind kind; /* known with the state */
 } block_view_t;
 
 /* The entry point a check runs under: its name for the messages and the
@@ -299,7 +304,8 @@ extern __thread const checked_call_t *_bk_checked_call BRISK_TLS BRISK_INTERNAL;
 BRISK_INTERNAL bool _bk_block_view(const void *p, block_view_t *v);
 BRISK_INTERNAL void _bk_block_seal(block_view_t *v, enum block_state state);
 /* A block handed out as p with `requested` bytes: trailer and canary. */
-BRISK_INTERNAL void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack);
+BRISK_INTERNAL void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack,
+                                       enum alloc_kind kind);
 /* The first canary byte of a live block that changed, or NULL. */
 BRISK_INTERNAL const uint8_t *_bk_block_canary_broken(const block_view_t *v);
 /* A freed block: the free pattern (paged blocks), the cookie, the stack. */
@@ -419,6 +425,11 @@ BRISK_INTERNAL void *_bk_realloc_aligned_in(heap_t *h, void *p, size_t align, si
 BRISK_INTERNAL void *_bk_checked_alloc(heap_t *h, size_t size, size_t align, bool zero);
 BRISK_INTERNAL void _bk_checked_free(void *p);
 BRISK_INTERNAL void _bk_checked_free_sized(void *p, size_t size, const char *fn, bool release_it);
+/* C++'s operator new and new[] (align 0 or a power of two; NULL when out
+ * of memory), and every operator delete and delete[] (sized or not): a block
+ * must be freed the way it was allocated. */
+BRISK_INTERNAL void *_bk_checked_new(size_t size, size_t align, enum alloc_kind kind);
+BRISK_INTERNAL void _bk_checked_delete(void *p, size_t size, bool sized, enum alloc_kind kind);
 /* align: 0 for realloc, else the power of two of realloc_aligned. */
 BRISK_INTERNAL void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size);
 BRISK_INTERNAL size_t _bk_checked_usable_size(const void *p);
