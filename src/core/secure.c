@@ -34,6 +34,10 @@ void _bk_secure_bad_free(const char *call, const void *p, const char *misuse) {
   _bk_fatal("%s(%p): %s", call, p, misuse);
 }
 
+void _bk_double_free_jump(const void *p) {
+  _bk_secure_bad_free("free", p, "double free (the block is the next its list hands out)");
+}
+
 #if BRISK_SECURE
 static void check_huge(const char *call, segment_t *seg, const void *p, bool freeing) {
   if (PEEK(seg->state) != SEG_STATE_HUGE || !seg->live)

@@ -36,6 +36,9 @@ BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const vo
  * register kept for the report). */
 BRISK_INTERNAL block_t *_bk_secure_corrupted_link_jump(const block_t *at);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
+/* free(p) of a block its list is about to hand out (fast_path.h): aborts,
+ * but is declared to return, as _bk_secure_corrupted_link_jump. */
+BRISK_INTERNAL void _bk_double_free_jump(const void *p);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
 /* (Not in the checked library, which hands fresh blocks out in order.) */
 BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail);
