@@ -129,6 +129,26 @@ static void check_live(const checked_call_t *call, void *p, block_view_t *v) {
   check_block_before(call, v, p);
 }
 
+/* The block in v, live, was asked with size bytes (a sized deallocation). */
+static void check_size(const checked_call_t *call, const block_view_t *v, const void *p, size_t size) {
+  char what[96];
+  if (v->trailer->requested != size)
+    _bk_checked_fail(call, v,
+                     "%s(%p, %zu): size mismatch: the block (%s) was allocated with %zu bytes (a sized delete of "
+                     "another type, or another block's size)",
+                     call->fn, p, size, _bk_block_describe(v, what, sizeof what), (size_t)v->trailer->requested);
+}
+
+/* The checks of every deallocation (and of realloc) of p, in *v: a live
+ * block, freed the way it was allocated, of the size named (size: NULL
+ * where none is). */
+static void check_dealloc(const checked_call_t *call, void *p, block_view_t *v, enum alloc_kind kind,
+                          const size_t *size) {
+  check_live(call, p, v);
+  check_kind(call, v, p, kind);
+  if (size) check_size(call, v, p, *size);
+}
+
 /* The block becomes free: marked, then handed to brisk. */
 static void release(const checked_call_t *call, block_view_t *v, void *p) {
   _bk_block_mark_freed(v, BLOCK_FREED, _bk_stack_record(call->frame));
@@ -192,28 +212,16 @@ void _bk_checked_free(void *p) {
   if (!p) return;
   checked_call_t call = {"free", STACK_HERE()};
   block_view_t v;
-  check_live(&call, p, &v);
-  check_kind(&call, &v, p, ALLOC_MALLOC);
+  check_dealloc(&call, p, &v, ALLOC_MALLOC, NULL);
   release(&call, &v, p);
 }
 
-/* The block in v, live, was asked with size bytes (a sized deallocation). */
-static void check_size(const checked_call_t *call, const block_view_t *v, const void *p, size_t size) {
-  char what[96];
-  if (v->trailer->requested != size)
-    _bk_checked_fail(call, v,
-                     "%s(%p, %zu): size mismatch: the block (%s) was allocated with %zu bytes (a sized delete of "
-                     "another type, or another block's size)",
-                     call->fn, p, size, _bk_block_describe(v, what, sizeof what), (size_t)v->trailer->requested);
-}
 
 void _bk_checked_delete(void *p, size_t size, bool sized, enum alloc_kind kind) {
   if (!p) return;
   checked_call_t call = {kind_free_name[kind], STACK_HERE()};
   block_view_t v;
-  check_live(&call, p, &v);
-  check_kind(&call, &v, p, kind);
-  if (sized) check_size(&call, &v, p, size);
+  check_dealloc(&call, p, &v, kind, sized ? &size : NULL);
   release(&call, &v, p);
 }
 
@@ -227,9 +235,7 @@ void _bk_checked_free_sized(void *p, size_t size, const char *fn, bool release_i
   if (!p || (!release_it && !segment_of(p))) return;
   checked_call_t call = {fn, STACK_HERE()};
   block_view_t v;
-  check_live(&call, p, &v);
-  check_kind(&call, &v, p, ALLOC_MALLOC);
-  check_size(&call, &v, p, size);
+  check_dealloc(&call, p, &v, ALLOC_MALLOC, &size);
   if (release_it) release(&call, &v, p);
 }
 
@@ -242,8 +248,7 @@ void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size) {
   checked_call_t call = {align ? "realloc_aligned" : "realloc", STACK_HERE()};
   if (!p) return alloc_block(&call, h, size, align, false, ALLOC_MALLOC);
   block_view_t v;
-  check_live(&call, p, &v);
-  check_kind(&call, &v, p, ALLOC_MALLOC);
+  check_dealloc(&call, p, &v, ALLOC_MALLOC, NULL);
   bool keep = !BRISK_VALGRIND && (!align || ((uintptr_t)p & (align - 1)) == 0);
   if (keep && !v.pg && size <= PTRDIFF_MAX && aligned_block_is_huge(align, size + CHECKED_OVERHEAD)) {
     void *q = _bk_huge_realloc(v.seg, p, size + CHECKED_OVERHEAD, align);

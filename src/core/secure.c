@@ -77,7 +77,7 @@ segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing)
 /* Guard pages after the header and at the end of a fresh mapping; they stay
  * for its life, since the secure library never resizes a mapping. */
 bool _bk_secure_guard(segment_t *seg, size_t size) {
-  uint8_t *header_end = (uint8_t *)seg + align_up(sizeof(segment_t), OS_PAGE_SIZE);
+  uint8_t *header_end = (uint8_t *)seg + segment_header_guard_offset();
   return _bk_os_guard(header_end, OS_PAGE_SIZE) &&
       _bk_os_guard((uint8_t *)seg + size - OS_PAGE_SIZE, OS_PAGE_SIZE);
 }

@@ -350,9 +350,13 @@ static inline size_t huge_block_size(const segment_t *seg) {
   return PEEK(seg->mapped_size) - PEEK(seg->block_offset) - guard_size();
 }
 
+/* In the secure library, where the guard page after a segment's header
+ * starts: the header's last OS page ends there. */
+static inline size_t segment_header_guard_offset(void) { return align_up(sizeof(segment_t), OS_PAGE_SIZE); }
+
 /* Where a segment's blocks may start: after the header (and its guard). */
 static inline size_t segment_data_offset(bool huge) {
-  if (BRISK_SECURE) return align_up(sizeof(segment_t), OS_PAGE_SIZE) + OS_PAGE_SIZE;
+  if (BRISK_SECURE) return segment_header_guard_offset() + OS_PAGE_SIZE;
   return huge ? HUGE_BLOCK_OFFSET : ((sizeof(segment_t) + 127) & ~(size_t)127);
 }
 

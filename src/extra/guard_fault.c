@@ -21,11 +21,11 @@ static bool report_guard(const void *addr) {
   segment_t *seg = segment_of(addr);
   if (!seg) return false;
   uintptr_t a = (uintptr_t)addr, s = (uintptr_t)seg;
-  uintptr_t header_guard = s + align_up(sizeof(segment_t), OS_PAGE_SIZE);
-  uintptr_t end_guard = s + PEEK(seg->mapped_size) - OS_PAGE_SIZE;
+  uintptr_t header_guard = s + segment_header_guard_offset();
+  uintptr_t end_guard = s + PEEK(seg->mapped_size) - guard_size();
   bool huge = PEEK(seg->kind) == SEG_HUGE;
   void *block = (void *)(s + PEEK(seg->block_offset));
-  if (a >= header_guard && a < header_guard + OS_PAGE_SIZE) {
+  if (a >= header_guard && a < header_guard + guard_size()) {
     if (huge)
       _bk_error("heap buffer underflow: an access at %p, %zu bytes before the huge block at %p, hit the guard "
                 "page before it",
@@ -33,10 +33,10 @@ static bool report_guard(const void *addr) {
     else
       _bk_error("heap buffer underflow: an access at %p, %zu bytes before the first block of the segment at %p, "
                 "hit the guard page before it",
-                addr, (size_t)(header_guard + OS_PAGE_SIZE - a), (void *)s);
+                addr, (size_t)(s + segment_data_offset(false) - a), (void *)s);
     return true;
   }
-  if (a >= end_guard && a < end_guard + OS_PAGE_SIZE) {
+  if (a >= end_guard && a < end_guard + guard_size()) {
     if (huge)
       _bk_error("heap buffer overflow: an access at %p, %zu bytes past the start of the huge block at %p, hit "
                 "the guard page after its mapping",
