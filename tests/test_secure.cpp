@@ -472,7 +472,10 @@ TEST(Secure, BlocksAbove1KiBAreThreaded16KiBAtATime) {
     for (size_t n = 1500; n <= 1000000; n = n * 3 / 2) held.push_back(brisk_malloc(n));
     size_t grown = bt::rss_bytes() - before;
     for (void *p : held) EXPECT_NE(p, nullptr);
-    EXPECT_LT(grown, size_t{640} << 10);
+    // A sanitizer's shadow of the bytes brisk writes counts in the RSS too:
+    // 0.3 MiB grows to 0.48-0.66 MiB under ASan and TSan, still well under
+    // the 1.3 MiB that threading whole runs of these classes costs.
+    EXPECT_LT(grown, size_t{BRISK_TEST_SANITIZED ? 1024 : 640} << 10);
     for (void *p : held) brisk_free(p);
   });
 }
