@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cstdint>
 #include <cstring>
@@ -402,6 +403,64 @@ TEST_F(SecureDeath, OverflowPastTheLastBlockOfASegmentFaults) {
         for (size_t off = 0;; off += 64) poke_byte(last + off, 0x41);
       },
       ::testing::ExitedWithCode(42), "");
+}
+
+// A huge block that realloc shrinks, grows in place or moves keeps a guard
+// page on each side: the mapping's pieces move and resize one at a time
+// (memory.c), and a copy, which the secure library made before, is not
+// needed. The space after a shrunk block is free, so the grow that follows
+// stays in place; a page mapped right after the block forces a move.
+TEST_F(SecureDeath, GuardPagesFollowAHugeBlockThatReallocResizesOrMoves) {
+  enum { kShrink, kGrowInPlace, kMove };
+  for (int how : {kShrink, kGrowInPlace, kMove}) {
+    SCOPED_TRACE(how);
+    for (bool below : {false, true}) {
+      EXPECT_EXIT(
+          {
+            char *p = (char *)brisk_malloc(40 * MiB);
+            std::memset(p, 0x5A, 64);
+            if (how != kMove) p = (char *)brisk_realloc(p, 3 * MiB);
+            char *was = p;
+            if (how == kGrowInPlace) p = (char *)brisk_realloc(p, 30 * MiB);
+            if (how == kMove) {
+              char *end = p + brisk_usable_size(p) + page_size();
+              mmap(end, page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+              p = (char *)brisk_realloc(p, 60 * MiB);
+            }
+            if (!p || p[0] != 0x5A || p[63] != 0x5A) exit(1);
+            if ((how == kGrowInPlace) != (p == was) && how != kShrink) exit(2);
+            size_t usable = brisk_usable_size(p);
+            p[usable - 1] = 1;  // the last usable byte is the block's
+            if (below) {
+              expect_guard((uintptr_t)p - page_size(), (uintptr_t)p);
+              poke_byte(p - 1, 0x41);
+            } else {
+              expect_guard((uintptr_t)p + usable, (uintptr_t)p + usable + page_size());
+              poke_byte(p + usable, 0x41);
+            }
+            exit(0);
+          },
+          ::testing::ExitedWithCode(42), "");
+    }
+  }
+}
+
+// ... and the blocks' pages are moved, not copied: realloc of a huge block
+// calls mremap, as the release library's does.
+TEST(Secure, ReallocOfAHugeBlockMovesItsPages) {
+  brisk_stats_t s0 = {}, s1 = {};
+  s0.version = s1.version = BRISK_STATS_VERSION;
+  unsigned char *p = (unsigned char *)brisk_malloc(5 * MiB);
+  ASSERT_NE(p, nullptr);
+  for (size_t i = 0; i < 5 * MiB; i += 4096) p[i] = (unsigned char)(i >> 12);
+  ASSERT_EQ(brisk_stats_get(&s0), 0);
+  unsigned char *q = (unsigned char *)brisk_realloc(p, 50 * MiB);
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(brisk_stats_get(&s1), 0);
+  EXPECT_GE(s1.mremap_calls - s0.mremap_calls, 1u);
+  for (size_t i = 0; i < 5 * MiB; i += 4096) ASSERT_EQ(q[i], (unsigned char)(i >> 12)) << i;
+  std::memset(q, 1, 50 * MiB);
+  brisk_free(q);
 }
 
 // ---- What the program sees ------------------------------------------------

@@ -26,6 +26,9 @@ BRISK_INTERNAL void _bk_chunk_map_mark(const void *header, size_t from, size_t t
 BRISK_INTERNAL void *_bk_memory_map(size_t size, size_t align, size_t skew, bool *over_cap);
 BRISK_INTERNAL void _bk_memory_unmap(void *p, size_t size);
 BRISK_INTERNAL bool _bk_memory_purge(void *p, size_t size);
+/* A segment's mapping grown or shrunk in place, or moved (without copying
+ * its blocks) onto target, a fresh mapping of new_size; in the secure
+ * library its guard pages follow (memory.c). False: nothing changed. */
 BRISK_INTERNAL bool _bk_memory_resize(void *p, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool _bk_memory_move(void *p, size_t old_size, void *target, size_t new_size);
 BRISK_INTERNAL void _bk_memory_cap_refused(size_t size);

@@ -74,8 +74,8 @@ segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing)
 }
 #endif
 
-/* Guard pages after the header and at the end of a fresh mapping; they stay
- * for its life, since the secure library never resizes a mapping. */
+/* Guard pages after the header and at the end of a fresh mapping; a huge
+ * block's mapping that grows, shrinks or moves keeps them (memory.c). */
 bool _bk_secure_guard(segment_t *seg, size_t size) {
   uint8_t *header_end = (uint8_t *)seg + segment_header_guard_offset();
   return _bk_os_guard(header_end, OS_PAGE_SIZE) &&

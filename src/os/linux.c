@@ -124,6 +124,7 @@ void _bk_os_advise_huge(void *p, size_t size) {
 }
 
 bool _bk_os_guard(void *p, size_t size) { return mprotect(p, size, PROT_NONE) == 0; }
+bool _bk_os_unguard(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE) == 0; }
 
 bool _bk_os_random(void *buf, size_t size) {
   uint8_t *out = buf;

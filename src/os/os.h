@@ -78,6 +78,8 @@ BRISK_INTERNAL bool _bk_os_move(void *p, size_t old_size, void *target, size_t n
 BRISK_INTERNAL void _bk_os_advise_huge(void *p, size_t size);
 /* Makes [p, p + size) inaccessible (guard pages); false when refused. */
 BRISK_INTERNAL bool _bk_os_guard(void *p, size_t size);
+/* Makes guard pages in [p, p + size) readable and writable again. */
+BRISK_INTERNAL bool _bk_os_unguard(void *p, size_t size);
 /* size bytes from the kernel's random source; false when it has none. */
 BRISK_INTERNAL bool _bk_os_random(void *buf, size_t size);
 /* How many bytes from p, up to want, are mapped. */

@@ -13,13 +13,19 @@
 #define CHUNK ((uintptr_t)4 << 20)
 
 /* Set by the test program (found with dlsym): the next mremap that frees
- * address space allocates a block of `remap_race_size` bytes, whose segment
- * is placed in the freed range; the block goes to remap_race_victim. */
+ * address space (and with remap_race_armed 2, the next munmap: the secure
+ * library shrinks a huge block's mapping with munmap) allocates a block of
+ * `remap_race_size` bytes, whose segment is placed in the freed range; the
+ * block goes to remap_race_victim. */
 int remap_race_armed;
 size_t remap_race_size;
 void *remap_race_victim;
+/* Set when the victim's segment was mapped in the freed range. */
+int remap_race_placed;
 
-static uintptr_t place_at;
+/* Volatile: set around a call to malloc, which the compiler may take for
+ * one that cannot read a static whose address never escapes. */
+static volatile uintptr_t place_at;
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   static void *(*real)(void *, size_t, int, int, int, off_t);
@@ -28,9 +34,25 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *want = (void *)place_at;
     place_at = 0;
     void *p = real(want, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
+    if (p == want) remap_race_placed = 1;
     if (p != MAP_FAILED) return p;
   }
   return real(addr, len, prot, flags, fd, off);
+}
+
+static void race_into(uintptr_t freed) {
+  remap_race_armed = 0;
+  place_at = (freed + CHUNK - 1) & ~(CHUNK - 1);
+  remap_race_victim = malloc(remap_race_size);
+  place_at = 0; /* (unused when the block needed no new segment) */
+}
+
+int munmap(void *addr, size_t len) {
+  static int (*real)(void *, size_t);
+  if (!real) real = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
+  int r = real(addr, len);
+  if (r == 0 && remap_race_armed == 2) race_into((uintptr_t)addr);
+  return r;
 }
 
 void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...) {
@@ -49,10 +71,6 @@ void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...) {
   uintptr_t freed = 0;
   if (r != old) freed = (uintptr_t)old;
   else if (new_size < old_size) freed = (uintptr_t)old + new_size;
-  if (freed) {
-    remap_race_armed = 0;
-    place_at = (freed + CHUNK - 1) & ~(CHUNK - 1);
-    remap_race_victim = malloc(remap_race_size);
-  }
+  if (freed) race_into(freed);
   return r;
 }
