@@ -39,6 +39,36 @@ TEST_F(ReleaseMisuse, DoubleFreeInARowAborts) {
   }
 }
 
+// Huge blocks (above 1 MiB) are checked in full, out of line: freed twice,
+// one went back to the caches twice and two later mallocs got the same
+// block; freed or reallocated at an inside pointer, the whole block went.
+TEST_F(ReleaseMisuse, HugeBlockFreedTwiceOrInsideAborts) {
+  const char *not_live =
+      "brisk: error: (free|realloc)\\(0x[0-9a-f]+\\): double free or invalid pointer \\(its block is not live\\)";
+  const char *inside =
+      "brisk: error: (free|realloc)\\(0x[0-9a-f]+\\): pointer is inside a block, not at its start";
+  for (size_t n : {size_t{2} << 20, size_t{9} << 20}) {
+    SCOPED_TRACE(n);
+    EXPECT_DEATH(
+        {
+          char *p = (char *)brisk_malloc(n);
+          brisk_free(p);
+          brisk_free(launder(p));
+        },
+        not_live);
+    EXPECT_DEATH(
+        {
+          char *p = (char *)brisk_malloc(n);
+          brisk_free(p);
+          g_sink = brisk_realloc(launder(p), 2 * n);
+        },
+        not_live);
+    EXPECT_DEATH(brisk_free((char *)launder(brisk_malloc(n)) + 4096), inside);
+    EXPECT_DEATH(brisk_free((char *)launder(brisk_malloc(n)) + (5u << 20) % n + 64), inside);
+    EXPECT_DEATH(g_sink = brisk_realloc((char *)launder(brisk_malloc(n)) + 64, n / 2), inside);
+  }
+}
+
 // The check never fires on correct use: blocks freed and allocated again in
 // every order, the same block handed back and freed many times over.
 TEST(ReleaseFree, CorrectUseRaisesNothing) {
@@ -50,6 +80,16 @@ TEST(ReleaseFree, CorrectUseRaisesNothing) {
       void *c = brisk_malloc(n);  // a again, as a rule
       brisk_free(b);
       brisk_free(c);
+    }
+  }
+  for (size_t n : {size_t{2} << 20, size_t{9} << 20}) {  // huge blocks, reused warm and resized
+    for (int i = 0; i < 50; i++) {
+      char *a = (char *)brisk_malloc(n);
+      char *b = (char *)brisk_realloc(brisk_malloc(n / 2), n + (size_t)i * 4096);
+      brisk_free(a);
+      a = (char *)brisk_realloc(brisk_malloc(n), n / 3);
+      brisk_free(b);
+      brisk_free(a);
     }
   }
   SUCCEED();

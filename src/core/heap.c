@@ -105,7 +105,9 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
   if (seg->kind == SEG_HUGE) {
     /* free_fast sends here any pointer in a huge segment's first chunk,
      * also one past its mapping, which is not brisk's (see segment_of). */
-    if ((uintptr_t)p - (uintptr_t)seg < seg->mapped_size) _bk_huge_free(seg);
+    if ((uintptr_t)p - (uintptr_t)seg >= seg->mapped_size) return;
+    if (!BRISK_SECURE) _bk_huge_check("free", seg, p, false); /* (the secure library's out-of-line free did) */
+    _bk_huge_free(seg);
     return;
   }
   page_t *pg = page_of(seg, p);

@@ -38,14 +38,15 @@ void _bk_double_free_jump(const void *p) {
   _bk_secure_bad_free("free", p, "double free (the block is the next its list hands out)");
 }
 
-#if BRISK_SECURE
-static void check_huge(const char *call, segment_t *seg, const void *p, bool freeing) {
+void _bk_huge_check(const char *call, segment_t *seg, const void *p, bool freeing) {
   if (PEEK(seg->state) != SEG_STATE_HUGE || !seg->live)
     _bk_secure_bad_free(call, p, "double free or invalid pointer (its block is not live)");
   if ((const uint8_t *)p != (uint8_t *)seg + PEEK(seg->block_offset))
     _bk_secure_bad_free(call, p, "pointer is inside a block, not at its start");
   if (freeing) seg->live = 0;
 }
+
+#if BRISK_SECURE
 
 static void check_paged(const char *call, page_t *pg, const void *p, bool freeing) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
@@ -68,7 +69,7 @@ segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing)
   if (!p) return NULL;
   segment_t *seg = segment_of(p);
   if (!seg) _bk_secure_bad_free(call, p, "pointer was not allocated by brisk (foreign or invalid pointer)");
-  if (PEEK(seg->kind) == SEG_HUGE) check_huge(call, seg, p, freeing);
+  if (PEEK(seg->kind) == SEG_HUGE) _bk_huge_check(call, seg, p, freeing);
   else check_paged(call, page_of(seg, p), p, freeing);
   return seg;
 }

@@ -48,15 +48,25 @@ BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count,
  * returns p's segment (NULL for NULL). */
 BRISK_INTERNAL segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing);
 
+/* A free (freeing) or realloc of p in the huge block of seg: aborts unless
+ * the block is live and p its start. Every library checks huge blocks,
+ * whose frees are out of line anyway: freed twice, a huge block went to the
+ * caches twice, and two later mallocs got the same block. */
+BRISK_INTERNAL void _bk_huge_check(const char *call, segment_t *seg, const void *p, bool freeing);
+
 /* p's segment (NULL for NULL and foreign pointers), checked in full first
  * in the secure library, which looks it up once for both (frees of huge
- * blocks, and every free the fast path sends out of line, come here). */
+ * blocks, and every free the fast path sends out of line, come here). The
+ * release library checks huge blocks only (heap.c checks those the fast
+ * path sends it as well). */
 static inline segment_t *segment_checked(const char *call, const void *p, bool freeing) {
 #if BRISK_SECURE
   return _bk_secure_check_block(call, p, freeing);
 #else
-  (void)call, (void)freeing;
-  return segment_of(p);
+  (void)freeing;
+  segment_t *seg = segment_of(p);
+  if (seg && PEEK(seg->kind) == SEG_HUGE) _bk_huge_check(call, seg, p, false);
+  return seg;
 #endif
 }
 
