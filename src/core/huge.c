@@ -3,6 +3,7 @@
  * the shared segment cache, so a loop of big allocations makes no system call. Grown in
  * place, or moved without copying, with mremap. */
 #include "core/core.h"
+#include "core/memcheck.h"
 
 #include <string.h>
 
@@ -37,6 +38,10 @@ static void huge_setup(segment_t *seg, size_t offset) {
  * up (another thread may map a segment there at once), a growth is marked
  * after mremap has it. The chunks that stay are never touched. */
 static bool resize_in_place(segment_t *seg, size_t size) {
+  /* Under memcheck (the checked library built with BRISK_VALGRIND) a cut
+   * would put the block's trailer among bytes memcheck holds as a freed
+   * block's: mappings are not resized there, and realloc copies. */
+  if (BRISK_VALGRIND) return false;
   size_t old = seg->mapped_size;
   if (size < old) _bk_chunk_map_mark(seg, size, old, false);
   if (!_bk_memory_resize(seg, old, size)) {
@@ -145,6 +150,7 @@ static bool hot_purge(heap_t *h, uint64_t now, bool force) {
  * move frees it; the new one joins after. */
 static segment_t *huge_grow(segment_t *seg, size_t bigger) {
   if (resize_in_place(seg, bigger)) return seg;
+  if (BRISK_VALGRIND) return NULL; /* (as in resize_in_place) */
   segment_t *target = _bk_segment_map_space(bigger);
   if (!target) return NULL;
   size_t old_size = seg->mapped_size;
