@@ -20,8 +20,6 @@ namespace {
 
 using CheckedMisuse = DeathTest;
 
-void *volatile g_sink;
-
 }  // namespace
 
 // Outside any namespace, not inlined nor cloned: the stacks show these names.

@@ -23,14 +23,6 @@ using CheckedDeath = DeathTest;
 // the call that found the misuse.
 #define WITH_STACK "[^\n]*\n  detected at:\n    #0 0x[0-9a-f]+"
 
-// Keeps the compiler from proving things about pointers passed to free.
-void *volatile g_sink;
-
-void *launder(void *p) {
-  g_sink = p;
-  return g_sink;
-}
-
 }  // namespace
 
 // ---- The malloc family --------------------------------------------------
@@ -383,16 +375,22 @@ TEST(Checked, CorrectUseRaisesNoAlarm) {
         if (k < 5 || live.empty()) {
           size_t n = random_size(rng, 2 * MiB);
           void *p = k == 0 ? brisk_aligned_alloc(static_cast<size_t>(1) << rng.range(4, 12), n)
-                   : k == 1 ? brisk_calloc(1, n)
-                            : brisk_malloc(n);
-          if (!p) { bad++; continue; }
+              : k == 1     ? brisk_calloc(1, n)
+                           : brisk_malloc(n);
+          if (!p) {
+            bad++;
+            continue;
+          }
           fill(p, n < 64 ? n : 64, static_cast<uint64_t>(i));
           live.emplace_back(p, n);
         } else if (k < 7) {
           size_t j = rng.below(live.size());
           size_t n = random_size(rng, 2 * MiB);
           void *q = brisk_realloc(live[j].first, n);
-          if (!q) { bad++; continue; }
+          if (!q) {
+            bad++;
+            continue;
+          }
           live[j] = {q, n};
         } else {
           size_t j = rng.below(live.size());
@@ -408,8 +406,8 @@ TEST(Checked, CorrectUseRaisesNoAlarm) {
       }
       brisk_heap_t *heap = brisk_heap_new();
       for (int i = 0; i < 1000; ++i) {
-        void *p = i % 3 ? brisk_heap_malloc(heap, 48 + static_cast<size_t>(i)) :
-                          brisk_heap_aligned_alloc(heap, 256, 100);
+        void *p = i % 3 ? brisk_heap_malloc(heap, 48 + static_cast<size_t>(i))
+                        : brisk_heap_aligned_alloc(heap, 256, 100);
         if (!p) bad++;
         if (i % 4 == 0) brisk_free(p);
       }
@@ -417,7 +415,10 @@ TEST(Checked, CorrectUseRaisesNoAlarm) {
       brisk_heap_destroy(heap);
       for (int i = 0; i < 3000; ++i) {
         void *p = brisk_pool_alloc(shared_pool);
-        if (!p) { bad++; continue; }
+        if (!p) {
+          bad++;
+          continue;
+        }
         std::memset(p, i, 96);
         if (i % 2) pool_handoff[t].push_back(p);
         else brisk_pool_free(shared_pool, p);

@@ -16,12 +16,6 @@ namespace {
 
 using ReleaseMisuse = DeathTest;
 
-void *volatile g_sink;
-void *launder(void *p) {
-  g_sink = p;
-  return g_sink;
-}
-
 }  // namespace
 
 // Page blocks (up to 1 KiB) go back on their page's list, larger ones up to

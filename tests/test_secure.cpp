@@ -24,14 +24,6 @@ using namespace bt;
 namespace {
 
 using SecureDeath = bt::DeathTest;
-
-// Keeps the compiler from proving things about freed pointers (a store
-// after free would otherwise be dropped as dead).
-void *volatile g_sink;
-void *launder(void *p) {
-  g_sink = p;
-  return g_sink;
-}
 void poke_word(void *at, uintptr_t value) { *(volatile uintptr_t *)launder(at) = value; }
 void poke_byte(void *at, unsigned char value) { *(volatile unsigned char *)launder(at) = value; }
 

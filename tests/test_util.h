@@ -50,6 +50,14 @@ namespace bt {
 constexpr size_t KiB = 1024;
 constexpr size_t MiB = 1024 * KiB;
 
+// A store the compiler must keep: results a test drops, and pointers it must
+// not reason about (a store after free would otherwise be dropped as dead).
+inline void *volatile g_sink;
+inline void *launder(void *p) {
+  g_sink = p;
+  return g_sink;
+}
+
 // BRISK_TEST_SCALE (a positive number, default 1) scales the work done by the
 // stress tests; the sanitizer runs use a fraction of it.
 inline double scale() {
@@ -126,8 +134,7 @@ inline void fill(void *p, size_t n, uint64_t seed, size_t from = 0) {
     uint64_t w = pattern_word(seed, i >> 3);
     std::memcpy(b + i, &w, 8);
   }
-  for (; i < n; ++i)
-    b[i] = static_cast<unsigned char>(pattern_word(seed, i >> 3) >> ((i & 7) * 8));
+  for (; i < n; ++i) b[i] = static_cast<unsigned char>(pattern_word(seed, i >> 3) >> ((i & 7) * 8));
 }
 
 // Returns the offset of the first byte in [0, n) that does not hold the
@@ -141,16 +148,13 @@ inline size_t first_mismatch(const void *p, size_t n, uint64_t seed) {
     if (got != w) break;
   }
   for (; i < n; ++i) {
-    unsigned char want =
-        static_cast<unsigned char>(pattern_word(seed, i >> 3) >> ((i & 7) * 8));
+    unsigned char want = static_cast<unsigned char>(pattern_word(seed, i >> 3) >> ((i & 7) * 8));
     if (b[i] != want) return i;
   }
   return SIZE_MAX;
 }
 
-inline bool check(const void *p, size_t n, uint64_t seed) {
-  return first_mismatch(p, n, seed) == SIZE_MAX;
-}
+inline bool check(const void *p, size_t n, uint64_t seed) { return first_mismatch(p, n, seed) == SIZE_MAX; }
 
 inline bool all_zero(const void *p, size_t n) {
   static const unsigned char zeros[64 * 1024] = {};
@@ -164,9 +168,7 @@ inline bool all_zero(const void *p, size_t n) {
   return true;
 }
 
-inline bool aligned_to(const void *p, size_t a) {
-  return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;
-}
+inline bool aligned_to(const void *p, size_t a) { return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
 
 // A small deterministic PRNG for the tests.
 struct Rng {
@@ -195,14 +197,11 @@ inline size_t random_size(Rng &r, size_t max_huge = 4 * MiB) {
 // One representative size list covering every tier from tiny to huge.
 inline const size_t *tier_sizes(size_t *count) {
   static const size_t sizes[] = {
-      1,          8,          15,         16,         17,         24,
-      32,         48,         64,         100,        128,        255,
-      256,        500,        1000,       1024,       2000,       4096,
-      5000,       8192,       10000,      16384,      20000,      32 * KiB,
-      32 * KiB + 1, 40000,    64 * KiB,   100000,     128 * KiB,  200000,
-      256 * KiB,  500000,     512 * KiB,  900000,     1 * MiB,    1 * MiB + 1,
-      1500000,    2 * MiB,    3 * MiB + 5, 4 * MiB,   8 * MiB,    16 * MiB + 3,
-      32 * MiB,   64 * MiB};
+      1,       8,         15,          16,        17,      24,           32,           48,      64,
+      100,     128,       255,         256,       500,     1000,         1024,         2000,    4096,
+      5000,    8192,      10000,       16384,     20000,   32 * KiB,     32 * KiB + 1, 40000,   64 * KiB,
+      100000,  128 * KiB, 200000,      256 * KiB, 500000,  512 * KiB,    900000,       1 * MiB, 1 * MiB + 1,
+      1500000, 2 * MiB,   3 * MiB + 5, 4 * MiB,   8 * MiB, 16 * MiB + 3, 32 * MiB,     64 * MiB};
   *count = sizeof sizes / sizeof sizes[0];
   return sizes;
 }

@@ -57,15 +57,14 @@ BRISK_INTERNAL void _bk_huge_check(const char *call, segment_t *seg, const void 
 /* p's segment (NULL for NULL and foreign pointers), checked in full first
  * in the secure library, which looks it up once for both (frees of huge
  * blocks, and every free the fast path sends out of line, come here). The
- * release library checks huge blocks only (heap.c checks those the fast
- * path sends it as well). */
+ * release library checks a huge block's realloc here; its frees, from here
+ * and from the fast path, meet in _bk_heap_free_generic, which checks them. */
 static inline segment_t *segment_checked(const char *call, const void *p, bool freeing) {
 #if BRISK_SECURE
   return _bk_secure_check_block(call, p, freeing);
 #else
-  (void)freeing;
   segment_t *seg = segment_of(p);
-  if (seg && PEEK(seg->kind) == SEG_HUGE) _bk_huge_check(call, seg, p, false);
+  if (!freeing && seg && PEEK(seg->kind) == SEG_HUGE) _bk_huge_check(call, seg, p, false);
   return seg;
 #endif
 }
