@@ -31,6 +31,27 @@ TEST(HotReuse, JustFreedBlockComesBackFirst) {
   });
 }
 
+// Huge blocks too: of two blocks of one size freed in turn, the later one
+// (the thread's hot block, its pages the ones touched last) serves the next
+// request of that size, and the earlier one (in a warm slot) the one after.
+// Before, malloc looked through the warm slots first and took the earlier.
+TEST(HotReuse, JustFreedHugeBlockComesBackFirst) {
+  bt::on_fresh_thread([] {
+    for (size_t n : {(size_t)2 << 20, (size_t)5 << 20, (size_t)24 << 20}) {
+      void *p = brisk_malloc(n), *q = brisk_malloc(n);
+      ASSERT_NE(p, nullptr);
+      ASSERT_NE(q, nullptr);
+      brisk_free(p);
+      brisk_free(q);
+      void *a = brisk_malloc(n), *b = brisk_malloc(n);
+      EXPECT_EQ(a, q) << n;
+      EXPECT_EQ(b, p) << n;
+      brisk_free(a);
+      brisk_free(b);
+    }
+  });
+}
+
 // A block of 1 KiB or less goes back to its page. The release library
 // hands the page's last freed block out next, while its lines are still in
 // the cache (page_take_back); the secure library does not, since the block

@@ -198,7 +198,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
 #if BRISK_SECURE
     /* Anything but a plain free of a live block is checked out of line. */
     if (unlikely(!secure_free_quick(pg, p))) {
-      _bk_free_slow(p);
+      _bk_secure_free_in(seg, p);
       return;
     }
 #endif

@@ -65,13 +65,22 @@ static void check_paged(const char *call, page_t *pg, const void *p, bool freein
   if (freeing) words[1] = freed_mark((block_t *)words, pg->block_size);
 }
 
+static void check_in(const char *call, segment_t *seg, const void *p, bool freeing) {
+  if (PEEK(seg->kind) == SEG_HUGE) _bk_huge_check(call, seg, p, freeing);
+  else check_paged(call, page_of(seg, p), p, freeing);
+}
+
 segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing) {
   if (!p) return NULL;
   segment_t *seg = segment_of(p);
   if (!seg) _bk_secure_bad_free(call, p, "pointer was not allocated by brisk (foreign or invalid pointer)");
-  if (PEEK(seg->kind) == SEG_HUGE) _bk_huge_check(call, seg, p, freeing);
-  else check_paged(call, page_of(seg, p), p, freeing);
+  check_in(call, seg, p, freeing);
   return seg;
+}
+
+void _bk_secure_free_in(segment_t *seg, void *p) {
+  check_in("free", seg, p, true);
+  _bk_heap_free_generic(seg, p);
 }
 #endif
 

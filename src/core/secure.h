@@ -47,6 +47,10 @@ BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count,
  * over-aligned blocks); a free marks it free. Aborts with the misuse, else
  * returns p's segment (NULL for NULL). */
 BRISK_INTERNAL segment_t *_bk_secure_check_block(const char *call, const void *p, bool freeing);
+/* free(p), where the free fast path found p in the first chunk of seg but
+ * not a plain free of a live block: checked in full as above (without a
+ * second lookup of seg), then freed. */
+BRISK_INTERNAL void _bk_secure_free_in(segment_t *seg, void *p);
 
 /* A free (freeing) or realloc of p in the huge block of seg: aborts unless
  * the block is live and p its start. Every library checks huge blocks,
@@ -264,7 +268,7 @@ static inline bool secure_block_start(const page_t *pg, const void *p) {
 /* The free fast path's check: true when p is the start of a block of pg
  * that is not free, now marked free. False for anything else (a huge
  * segment's block, a pointer inside a block, a block already free, a page
- * not in use), which the caller sends to _bk_free_slow to be checked in
+ * not in use), which the caller sends to _bk_secure_free_in to be checked in
  * full (_bk_secure_check_block): the fast path then calls nothing, and
  * keeps no register across a call. */
 static inline bool secure_free_quick(page_t *pg, void *p) {

@@ -232,6 +232,9 @@ typedef struct heap {
    * exchange, no clock. Put with release and taken with acquire (exchange
    * or CAS), so the taker sees the header the freeing thread wrote. */
   _Atomic(segment_t *) huge_hot;
+  /* The mapped size of the block the owner put there last (owner only):
+   * whether to try the slot, read without taking it. */
+  size_t huge_hot_size;
   _Atomic(uint8_t) huge_hot_seen; /* a purge pass saw it idle once (relaxed: a hint) */
   uint32_t slow_calls;
   uint64_t next_purge_ms;
