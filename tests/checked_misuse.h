@@ -52,10 +52,10 @@ extern "C" TEST_FRAME void *checked_test_realloc_aligned(void *p, size_t align, 
   return q;
 }
 
+// Leaked for real: no copy of the blocks' addresses is kept (only their
+// complements, which point nowhere), so the leak report's scan finds none.
 extern "C" TEST_FRAME void checked_test_leak(size_t n, int count) {
-  static std::vector<void *> leaks;
-  for (int i = 0; i < count; ++i) leaks.push_back(brisk_malloc(n));
-  g_sink = leaks.data();
+  for (int i = 0; i < count; ++i) g_sink = reinterpret_cast<void *>(~reinterpret_cast<uintptr_t>(brisk_malloc(n)));
 }
 
 #define ADDR "0x[0-9a-f]+"

@@ -58,6 +58,15 @@ inline void *launder(void *p) {
   return g_sink;
 }
 
+// Clears the dead frames below the caller, where the allocator's frames
+// left the addresses they returned: a leak report's scan of the stack must
+// not find a stale copy of a leaked block's address there.
+__attribute__((noinline)) inline void clear_dead_stack() {
+  char junk[64 * 1024];
+  memset(junk, 0, sizeof junk);
+  __asm__ volatile("" : : "r"(junk) : "memory");
+}
+
 // BRISK_TEST_SCALE (a positive number, default 1) scales the work done by the
 // stress tests; the sanitizer runs use a fraction of it.
 inline double scale() {

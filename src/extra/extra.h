@@ -72,7 +72,18 @@ BRISK_INTERNAL void _bk_walk_blocks(const block_walk_t *walk);
 BRISK_INTERNAL void _bk_guard_faults_install(void);
 /* The checked library's check of every block at exit (exit_check.c). */
 BRISK_INTERNAL void _bk_exit_check(void);
-/* The live blocks at exit, labelled with the process; returns their count. */
+/* The blocks live at exit that nothing reachable points to (leaked),
+ * labelled with the process, and a line for those still reachable;
+ * returns the count leaked. */
 BRISK_INTERNAL uint64_t _bk_leak_report(int fd, long pid, const char *command);
+/* reach.c: the blocks live now, each known reachable or not. NULL when the
+ * tables could not be mapped; *complete false when the process's memory
+ * could not be listed (then no block is known reachable). */
+typedef struct reach reach_t;
+BRISK_INTERNAL reach_t *_bk_reach_begin(bool *complete);
+BRISK_INTERNAL size_t _bk_reach_count(const reach_t *r);
+/* Block i (in address order) as the visit gave it; true when reachable. */
+BRISK_INTERNAL bool _bk_reach_block(const reach_t *r, size_t i, void **p, size_t *size);
+BRISK_INTERNAL void _bk_reach_end(reach_t *r);
 
 #endif

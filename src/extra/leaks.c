@@ -1,8 +1,11 @@
 /* The leak report at exit (BRISK_LEAK_REPORT, brisk-run --leaks): the blocks
- * still live (visit.c), grouped by size class, the most bytes first; the
- * checked library groups them by the stack that allocated them and prints
- * each stack. The tables are static and every line is formatted on the
- * stack: nothing is allocated at exit. */
+ * still live that nothing reachable points to (reach.c), grouped by size
+ * class, the most bytes first, and one line for the blocks still
+ * reachable, which are not leaks (what the C and C++ runtimes keep until
+ * the process ends is among them); the checked library groups the leaks by
+ * the stack that allocated them and prints each stack. The tables are
+ * static or mapped, and every line is formatted on the stack: nothing is
+ * allocated at exit. */
 #include "extra/extra.h"
 
 #include <stdio.h>
@@ -16,9 +19,61 @@ static bool put(int fd, const char *line, int n, size_t len) {
 static bool put_header(int fd, uint64_t blocks, size_t bytes, long pid, const char *command) {
   char line[160];
   return put(fd, line,
-             snprintf(line, sizeof line, "brisk leak report: %llu live blocks, %zu bytes (pid %ld, %s)\n",
+             snprintf(line, sizeof line, "brisk leak report: %llu leaked blocks, %zu bytes (pid %ld, %s)\n",
                       (unsigned long long)blocks, bytes, pid, command),
              sizeof line);
+}
+
+/* The size of block p as the program asked for it. */
+static size_t user_size(void *p, size_t size) {
+#if BRISK_CHECKED
+  uint32_t stack;
+  _bk_checked_user_block(&p, &size, &stack);
+#else
+  (void)p;
+#endif
+  return size;
+}
+
+typedef struct reachable {
+  uint64_t blocks;
+  size_t bytes;
+  bool known; /* false: memory could not be scanned, every block counts as leaked */
+} reachable_t;
+
+/* Calls add for every live block nothing reachable points to, and counts
+ * the rest. */
+static void each_leak(int (*add)(void *p, size_t size, void *arg), void *arg, reachable_t *kept) {
+  bool complete;
+  reach_t *r = _bk_reach_begin(&complete);
+  kept->known = r && complete;
+  if (!r) {
+    brisk_visit_blocks(add, arg);
+    return;
+  }
+  for (size_t i = 0; i < _bk_reach_count(r); i++) {
+    void *p;
+    size_t size;
+    if (!_bk_reach_block(r, i, &p, &size)) {
+      add(p, size, arg);
+    } else {
+      kept->blocks++;
+      kept->bytes += user_size(p, size);
+    }
+  }
+  _bk_reach_end(r);
+}
+
+static void put_reachable(int fd, const reachable_t *kept) {
+  char line[200];
+  if (!kept->known)
+    put(fd, line, snprintf(line, sizeof line, "  (memory could not be scanned: every live block is listed)\n"),
+        sizeof line);
+  else if (kept->blocks)
+    put(fd, line,
+        snprintf(line, sizeof line, "  and %llu blocks, %zu bytes, still reachable (not leaks)\n",
+                 (unsigned long long)kept->blocks, kept->bytes),
+        sizeof line);
 }
 
 #if !BRISK_CHECKED
@@ -52,7 +107,8 @@ static int by_bytes_desc(const void *a, const void *b) {
 uint64_t _bk_leak_report(int fd, long pid, const char *command) {
   static leak_table_t table;
   memset(&table, 0, sizeof table);
-  brisk_visit_blocks(count_leak, &table);
+  reachable_t kept = {0};
+  each_leak(count_leak, &table, &kept);
   qsort(table.group, CLASS_COUNT + 1, sizeof table.group[0], by_bytes_desc);
   uint64_t blocks = 0;
   size_t bytes = 0;
@@ -70,6 +126,7 @@ uint64_t _bk_leak_report(int fd, long pid, const char *command) {
                                (unsigned long long)g->count, g->bytes);
     if (!put(fd, line, n, sizeof line)) break;
   }
+  put_reachable(fd, &kept);
   return blocks;
 }
 
@@ -146,7 +203,8 @@ static void print_group(int fd, const leak_site_t *s, const char *where) {
 uint64_t _bk_leak_report(int fd, long pid, const char *command) {
   static site_table_t table;
   memset(&table, 0, sizeof table);
-  brisk_visit_blocks(count_site, &table);
+  reachable_t kept = {0};
+  each_leak(count_site, &table, &kept);
   leak_site_t rest = table.other;
   uint64_t blocks = table.unrecorded.count + table.other.count;
   size_t bytes = table.unrecorded.bytes + table.other.bytes;
@@ -174,6 +232,7 @@ uint64_t _bk_leak_report(int fd, long pid, const char *command) {
   print_group(fd, &rest, "allocated at sites not shown");
   print_group(fd, &table.unrecorded,
               "allocated with no stack recorded (BRISK_STACK_DEPTH=0, or a brisk lock held)");
+  put_reachable(fd, &kept);
   return blocks;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -148,6 +149,58 @@ size_t _bk_os_readable(const void *p, size_t want) {
   }
   return readable < want ? readable : want;
 }
+
+/* A line of /proc/self/maps: "start-end perms offset dev inode path". */
+static bool parse_mapping(const char *line, uintptr_t *start, uintptr_t *end, bool *writable) {
+  char *rest;
+  *start = (uintptr_t)strtoull(line, &rest, 16);
+  if (*rest != '-') return false;
+  *end = (uintptr_t)strtoull(rest + 1, &rest, 16);
+  if (*rest != ' ' || strlen(rest) < 5) return false;
+  *writable = rest[1] == 'r' && rest[2] == 'w' && rest[4] == 'p';
+  return true;
+}
+
+bool _bk_os_each_writable_mapping(void (*fn)(uintptr_t start, uintptr_t end, void *arg), void *arg) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  size_t have = 0;
+  bool ok = true;
+  for (;;) {
+    ssize_t got = read(fd, buf + have, sizeof buf - 1 - have);
+    if (got < 0) ok = false;
+    if (got <= 0) break;
+    have += (size_t)got;
+    buf[have] = 0;
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = 0;
+      uintptr_t start, end;
+      bool writable;
+      if (parse_mapping(line, &start, &end, &writable) && writable) fn(start, end, arg);
+      line = nl + 1;
+    }
+    have = (size_t)(buf + have - line);
+    memmove(buf, line, have);
+    if (have == sizeof buf - 1) have = 0; /* (no line is this long: drop it) */
+  }
+  close(fd);
+  return ok;
+}
+
+size_t _bk_os_read_memory(void *buf, const void *from, size_t len) {
+  struct iovec local = {buf, len}, remote = {(void *)from, len};
+  ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (got >= 0) return (size_t)got;
+  /* Without the call (seccomp, an old kernel): memcpy what mincore says is
+   * mapped, which a concurrent unmap could still pull away. */
+  size_t mapped = _bk_os_readable(from, len);
+  memcpy(buf, from, mapped);
+  return mapped;
+}
+
+bool _bk_os_resident(const void *p, size_t len, unsigned char *vec) { return mincore((void *)p, len, vec) == 0; }
 
 size_t _bk_os_page;
 

@@ -86,6 +86,20 @@ BRISK_INTERNAL bool _bk_os_random(void *buf, size_t size);
 BRISK_INTERNAL size_t _bk_os_readable(const void *p, size_t want);
 BRISK_INTERNAL size_t _bk_os_page_size(void);
 
+/* ---- Reading the process's own memory (the leak report) ------------------ */
+
+/* Calls fn for each private mapping of the process that is readable and
+ * writable, in address order (/proc/self/maps); false when the list could
+ * not be read. */
+BRISK_INTERNAL bool _bk_os_each_writable_mapping(void (*fn)(uintptr_t start, uintptr_t end, void *arg), void *arg);
+/* Copies up to len bytes at from into buf, stopping at the first byte that
+ * is not mapped (another thread may unmap memory meanwhile): the count
+ * copied. */
+BRISK_INTERNAL size_t _bk_os_read_memory(void *buf, const void *from, size_t len);
+/* One byte per OS page of [p, p + len) in vec, bit 0 set where the page is
+ * resident (mincore); false when the range is not all mapped. */
+BRISK_INTERNAL bool _bk_os_resident(const void *p, size_t len, unsigned char *vec);
+
 enum os_call { OS_MMAP, OS_MUNMAP, OS_MADVISE, OS_MREMAP, OS_CALL_KINDS };
 /* Calls made so far, of each kind (for statistics). */
 BRISK_INTERNAL uint64_t _bk_os_call_count(enum os_call which);

@@ -78,30 +78,57 @@ static void *volatile keep[2048];
 
 /* ---- leak ------------------------------------------------------------------ */
 
+/* Leaked for real: only the complement of each address is kept, which
+ * points nowhere. */
+static volatile uintptr_t lost[2048];
+
+static void *lose(size_t size) {
+  void *p = malloc(size);
+  lost[size % 2048] = ~(uintptr_t)p;
+  return p;
+}
+
+/* Dead frames below the caller's keep what malloc computed: cleared, so
+ * that no stale copy of a lost address is left for the report's scan. */
+static __attribute__((noinline)) void clear_stack(void) {
+  char junk[64 * 1024];
+  memset(junk, 0, sizeof junk);
+  __asm__ volatile("" : : "r"(junk) : "memory");
+}
+
 static void *leak_thread(void *arg) {
   (void)arg;
-  for (int i = 0; i < 300; i++) keep[1100 + i] = malloc(3000); /* class 3072 */
+  for (int i = 0; i < 300; i++) lose(3000); /* class 3072 */
+  clear_stack();
   return NULL;
 }
 
 static int mode_leak(void) {
-  for (int i = 0; i < 1000; i++) keep[i] = malloc(200); /* class 224 */
-  for (int i = 0; i < 50; i++) keep[1000 + i] = malloc(5000); /* class 5120 */
-  for (int i = 0; i < 3; i++) keep[1050 + i] = malloc(3 * MiB); /* huge */
+  for (int i = 0; i < 1000; i++) lose(200);  /* class 224 */
+  for (int i = 0; i < 50; i++) lose(5000);   /* class 5120 */
+  for (int i = 0; i < 3; i++) lose(3 * MiB); /* huge */
+  /* A leaked block that points to another: both leaked. */
+  void **chain = lose(40); /* class 48 */
+  chain[0] = malloc(40);
+  /* Still reachable, not leaked: 20 blocks of 100 bytes (class 112), one
+   * of them pointing to a block of 60 (class 64). */
+  for (int i = 0; i < 20; i++) keep[i] = malloc(100);
+  *(void **)keep[0] = malloc(60);
   pthread_t t;
   if (pthread_create(&t, NULL, leak_thread, NULL) != 0) return 5;
   pthread_join(t, NULL); /* its blocks stay behind in abandoned segments */
   /* Allocated and freed: must not be reported. */
   for (int i = 0; i < 100; i++) free(malloc(700));
+  chain = NULL;
+  clear_stack();
   puts("leaked");
   return 0;
 }
 
 /* ---- realtime -------------------------------------------------------------- */
 
-static const size_t work_sizes[] = {8,      24,     64,      100,     256,     700,     1024,
-                                    3000,   8000,   20000,   60000,   200000,  900000,  1 * MiB + 1,
-                                    3 * MiB, 9 * MiB, 33 * MiB};
+static const size_t work_sizes[] = {8,     24,    64,     100,    256,         700,     1024,    3000,    8000,
+                                    20000, 60000, 200000, 900000, 1 * MiB + 1, 3 * MiB, 9 * MiB, 33 * MiB};
 #define NSIZES (sizeof work_sizes / sizeof work_sizes[0])
 
 static int work(void) {
@@ -249,6 +276,7 @@ int main(int argc, char **argv) {
     puts("survived a double free");
     return 0;
   }
-  fprintf(stderr, "usage: brisk_probe loaded|options|leak|close-stderr|realtime|cold|reserve|double-free|over-cap\n");
+  fprintf(stderr,
+          "usage: brisk_probe loaded|options|leak|close-stderr|realtime|cold|reserve|double-free|over-cap\n");
   return 64;
 }
