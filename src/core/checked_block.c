@@ -139,6 +139,7 @@ const char *_bk_block_describe(const block_view_t *v, char *buf, size_t len) {
 }
 
 void _bk_checked_fail(const checked_call_t *call, const block_view_t *v, const char *fmt, ...) {
+  _bk_os_report_failure_begin();
   char line[1024];
   int n = snprintf(line, sizeof line, "brisk: error: ");
   va_list ap;

@@ -285,6 +285,19 @@ void _bk_os_exit(int status) { _exit(status); }
 
 void _bk_os_abort(void) { abort(); }
 
+/* Relaxed: the flag only elects one reporter; nothing is published by it. */
+static _Atomic(int) failure_reported;
+static __thread int failing_here BRISK_TLS;
+
+void _bk_os_report_failure_begin(void) {
+  if (failing_here) return;
+  failing_here = 1;
+  /* The reporting thread aborts the process. (Should a SIGABRT handler of
+   * the program's carry on instead, a later failure reports after a while.) */
+  if (atomic_exchange_explicit(&failure_reported, 1, memory_order_relaxed))
+    for (int i = 0; i < 100; i++) _bk_os_sleep_ms(100);
+}
+
 static void vmessage(const char *prefix, const char *fmt, va_list ap) {
   char buf[1024];
   int n = snprintf(buf, sizeof buf, "brisk: %s", prefix);
@@ -311,6 +324,7 @@ void _bk_error(const char *fmt, ...) {
 }
 
 void _bk_fatal(const char *fmt, ...) {
+  _bk_os_report_failure_begin();
   va_list ap;
   va_start(ap, fmt);
   vmessage("error: ", fmt, ap);

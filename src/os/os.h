@@ -134,6 +134,11 @@ BRISK_INTERNAL bool _bk_os_on_fault(void (*report)(const void *addr));
 BRISK_INTERNAL _Noreturn void _bk_os_exit(int status);
 /* Ends the process with SIGABRT, as a failed check does. */
 BRISK_INTERNAL _Noreturn void _bk_os_abort(void);
+/* Called by a failed check before its report: the first thread to fail
+ * writes its report and aborts; any other thread that fails meanwhile
+ * waits here (up to 10 s) for the abort, so that reports do not
+ * interleave. A thread that fails again inside its own report goes on. */
+BRISK_INTERNAL void _bk_os_report_failure_begin(void);
 
 /* One line "brisk: warning: ..." / "brisk: error: ..." on stderr, written
  * without stdio and without allocating; fatal then aborts. */
