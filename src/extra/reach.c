@@ -32,6 +32,7 @@ typedef struct reach {
   size_t count, room, todo_count, mapped;
   uintptr_t low, high; /* [first block, end of the last) */
   uintptr_t stack_here;
+  uint64_t own_uid; /* this thread's heap */
 } reach_t;
 
 /* Regions past this size are sanitizers' shadows and reserved address
@@ -53,14 +54,20 @@ static int add_block(void *p, size_t size, void *arg) {
   return 0;
 }
 
-/* The index of the block holding address a, or -1. */
-static long block_holding(const reach_t *r, uintptr_t a) {
+/* The index of the first block that starts above a (r->count if none). */
+static size_t first_block_from(const reach_t *r, uintptr_t a) {
   size_t lo = 0, hi = r->count;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     if (r->block[mid].start <= a) lo = mid + 1;
     else hi = mid;
   }
+  return lo;
+}
+
+/* The index of the block holding address a, or -1. */
+static long block_holding(const reach_t *r, uintptr_t a) {
+  size_t lo = first_block_from(r, a);
   if (lo == 0) return -1;
   const live_block_t *b = &r->block[lo - 1];
   return a - b->start < (b->size ? b->size : 1) ? (long)(lo - 1) : -1;
@@ -105,9 +112,28 @@ static void scan_sparse(reach_t *r, uintptr_t start, uintptr_t end) {
   }
 }
 
+/* Whether the chunk at p is memory the scan takes as a root: not brisk's,
+ * or a paged segment of another live thread's heap. The visit reads only
+ * this thread's heaps (and abandoned segments and huge blocks), so the
+ * blocks of other threads' segments are not in the table, and a block of
+ * this thread that only such a block points to would be called leaked: a
+ * worker still running at exit with a queue of the main thread's blocks.
+ * Such a segment is read whole, free blocks too (conservative). */
+static bool chunk_is_root(const reach_t *r, const void *p) {
+  segment_t *seg = segment_of(p);
+  if (!seg) return true;
+  uint64_t owner = atomic_load_explicit(&seg->owner_uid, memory_order_relaxed);
+  if (PEEK(seg->kind) == SEG_HUGE || owner == 0 || owner == r->own_uid) return false;
+  /* (An explicit heap of this thread's is visited: its segments hold
+   * blocks of the table.) */
+  uintptr_t from = (uintptr_t)seg, to = from + PEEK(seg->mapped_size);
+  size_t next = first_block_from(r, from);
+  return next >= r->count || r->block[next].start >= to;
+}
+
 /* A mapping of the process, less brisk's segments (chunk by chunk: the
- * kernel merges neighbouring mappings), and below this thread's stack
- * pointer (what lies there is dead frames). */
+ * kernel merges neighbouring mappings) but those of other threads' heaps,
+ * and below this thread's stack pointer (what lies there is dead frames). */
 static void scan_mapping(uintptr_t start, uintptr_t end, void *arg) {
   reach_t *r = arg;
   if (end - start > REGION_MAX) return;
@@ -122,7 +148,7 @@ static void scan_mapping(uintptr_t start, uintptr_t end, void *arg) {
   while (start < end) {
     uintptr_t chunk_end = (start | (SEGMENT_SIZE - 1)) + 1;
     if (chunk_end > end || chunk_end < start) chunk_end = end;
-    if (!segment_of((const void *)start)) {
+    if (chunk_is_root(r, (const void *)start)) {
       if (sparse) scan_sparse(r, start, chunk_end);
       else scan_range(r, start, chunk_end);
     }
@@ -182,6 +208,7 @@ reach_t *_bk_reach_begin(bool *complete) {
     r->high = r->block[r->count - 1].start + r->block[r->count - 1].size;
   }
   r->stack_here = (uintptr_t)__builtin_frame_address(0);
+  r->own_uid = _bk_tls_heap->uid;
   *complete = mark_reachable(r);
   return r;
 }

@@ -73,3 +73,14 @@ run BRISK_LEAK_REPORT=1 BRISK_SHOW_STATS=1 || fail "probe leak failed with stats
 grep -q "brisk statistics" "$TMP/err" || fail "no stats table with BRISK_SHOW_STATS=1"
 grep -qE '^ +1000 blocks of +224 bytes' "$TMP/err" || fail "no leak report with the stats"
 echo "leak: ok"
+
+# A worker still running at exit holds, in a block of its own heap, the only
+# pointer to a block of the main thread's: only the block the probe loses is
+# leaked (the exiting thread visits only its own heap's blocks, so another
+# live thread's segments are read as roots).
+env -u BRISK_SHOW_STATS -u BRISK_STATS_JSON BRISK_LEAK_REPORT=1 LD_PRELOAD="$LIB" "$PROBE" leak_held \
+  > "$TMP/out" 2> "$TMP/err" || fail "probe leak_held failed: $(cat "$TMP/err")"
+grep -q '^held$' "$TMP/out" || fail "probe leak_held did not run"
+grep -qE '^brisk leak report: 1 leaked blocks, 224 bytes ' "$TMP/err" ||
+  fail "a block a running worker holds reported as leaked: $(cat "$TMP/err")"
+echo "ok: what a running thread's blocks point to is not leaked"

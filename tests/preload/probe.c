@@ -125,6 +125,43 @@ static int mode_leak(void) {
   return 0;
 }
 
+/* A worker still running at exit holds, in a block of its own heap, the
+ * only pointer to a block of the main thread's: not a leak. */
+static pthread_mutex_t worker_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t worker_cond = PTHREAD_COND_INITIALIZER;
+static void *volatile handed;
+static int worker_holds;
+/* The worker's block escapes here, so that the store into it is kept; it is
+ * not among the blocks the exiting thread visits, so this pointer alone
+ * does not reach what it holds. */
+static void **volatile worker_queue;
+
+static void *holding_worker(void *arg) {
+  (void)arg;
+  void **queue = malloc(64 * sizeof(void *)); /* the worker's own block */
+  worker_queue = queue;
+  pthread_mutex_lock(&worker_lock);
+  queue[0] = handed;
+  handed = NULL;
+  worker_holds = 1;
+  pthread_cond_broadcast(&worker_cond);
+  for (;;) pthread_cond_wait(&worker_cond, &worker_lock); /* until the process ends */
+  return queue;
+}
+
+static int mode_leak_held(void) {
+  handed = malloc(300); /* class 320: its only pointer ends up in the worker's block */
+  pthread_t t;
+  if (pthread_create(&t, NULL, holding_worker, NULL) != 0) return 5;
+  pthread_mutex_lock(&worker_lock);
+  while (!worker_holds) pthread_cond_wait(&worker_cond, &worker_lock);
+  pthread_mutex_unlock(&worker_lock);
+  lose(200); /* class 224: leaked */
+  clear_stack();
+  puts("held");
+  exit(0); /* with the worker still running */
+}
+
 /* ---- realtime -------------------------------------------------------------- */
 
 static const size_t work_sizes[] = {8,     24,    64,     100,    256,         700,     1024,    3000,    8000,
@@ -257,6 +294,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(mode, "options")) return mode_options();
   if (!strcmp(mode, "leak")) return mode_leak();
+  if (!strcmp(mode, "leak_held")) return mode_leak_held();
   if (!strcmp(mode, "realtime")) return mode_realtime();
   if (!strcmp(mode, "cold")) return mode_cold();
   if (!strcmp(mode, "reserve")) return mode_reserve();
