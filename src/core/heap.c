@@ -106,7 +106,7 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
     /* free_fast sends here any pointer in a huge segment's first chunk,
      * also one past its mapping, which is not brisk's (see segment_of). */
     if ((uintptr_t)p - (uintptr_t)seg >= seg->mapped_size) return;
-    /* (The secure library's free checked it out of line, segment_checked.) */
+    /* (The secure library checked it before, out of line: secure.c.) */
     if (!BRISK_SECURE) _bk_huge_check("free", seg, p, false);
     _bk_huge_free(seg);
     return;

@@ -209,13 +209,13 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
    * of one size then takes it with no walk of the slots (an eighth of a
    * loop of 4 MiB blocks). Its size is the owner's note, read without
    * taking it: a pass may have taken it since, and the exchange says so. */
-  if (!exact && align <= SEGMENT_SIZE && h->huge_hot_size >= mapped && h->huge_hot_size <= close_fit &&
-      (seg = take_hot_within(h, mapped, close_fit)))
-    return seg;
-  if (!exact && align <= SEGMENT_SIZE &&
-      ((seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, mapped, close_fit, SEG_HUGE, SLOTS_UNPURGED_ONLY)) ||
-       (seg = take_hot(h, mapped))))
-    return seg;
+  if (!exact && align <= SEGMENT_SIZE) {
+    bool hot_fits = h->huge_hot_size >= mapped && h->huge_hot_size <= close_fit;
+    if ((hot_fits && (seg = take_hot_within(h, mapped, close_fit))) ||
+        (seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, mapped, close_fit, SEG_HUGE, SLOTS_UNPURGED_ONLY)) ||
+        (seg = take_hot(h, mapped)))
+      return seg;
+  }
   seg = take_cached_within(h, mapped, exact ? mapped : close_fit);
   if (align > SEGMENT_SIZE) {
     if (seg && block_offset_for(seg, align) + size + guard_size() > seg->mapped_size) {

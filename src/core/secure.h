@@ -59,8 +59,9 @@ BRISK_INTERNAL void _bk_secure_free_in(segment_t *seg, void *p);
 BRISK_INTERNAL void _bk_huge_check(const char *call, segment_t *seg, const void *p, bool freeing);
 
 /* p's segment (NULL for NULL and foreign pointers), checked in full first
- * in the secure library, which looks it up once for both (frees of huge
- * blocks, and every free the fast path sends out of line, come here). The
+ * in the secure library, which looks it up once for both (frees that do not
+ * start at a segment's first chunk, and reallocs, come here; the fast
+ * path's out-of-line frees go to _bk_secure_free_in). The
  * release library checks a huge block's realloc here; its frees, from here
  * and from the fast path, meet in _bk_heap_free_generic, which checks them. */
 static inline segment_t *segment_checked(const char *call, const void *p, bool freeing) {

@@ -55,7 +55,7 @@ static int add_block(void *p, size_t size, void *arg) {
 }
 
 /* The index of the first block that starts above a (r->count if none). */
-static size_t first_block_from(const reach_t *r, uintptr_t a) {
+static size_t first_block_after(const reach_t *r, uintptr_t a) {
   size_t lo = 0, hi = r->count;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -67,7 +67,7 @@ static size_t first_block_from(const reach_t *r, uintptr_t a) {
 
 /* The index of the block holding address a, or -1. */
 static long block_holding(const reach_t *r, uintptr_t a) {
-  size_t lo = first_block_from(r, a);
+  size_t lo = first_block_after(r, a);
   if (lo == 0) return -1;
   const live_block_t *b = &r->block[lo - 1];
   return a - b->start < (b->size ? b->size : 1) ? (long)(lo - 1) : -1;
@@ -127,7 +127,7 @@ static bool chunk_is_root(const reach_t *r, const void *p) {
   /* (An explicit heap of this thread's is visited: its segments hold
    * blocks of the table.) */
   uintptr_t from = (uintptr_t)seg, to = from + PEEK(seg->mapped_size);
-  size_t next = first_block_from(r, from);
+  size_t next = first_block_after(r, from);
   return next >= r->count || r->block[next].start >= to;
 }
 
