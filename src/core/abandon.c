@@ -67,6 +67,7 @@ uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter) {
     _bk_page_collect(pg);
     page_flags_set(pg, (uint8_t)(pg->flags & ~PAGE_IN_FULL)); /* PAGE_HAS_ALIGNED must stay */
     pg->link.next = pg->link.prev = NULL;
+    pg->idle_since_ms = 0; /* (its heap's count of kept pages is gone) */
     if (page_used(pg) == 0) _bk_segment_page_freed(seg, pg);
     else if (adopter) _bk_heap_queue_push(adopter, pg);
   }

@@ -168,6 +168,7 @@ BRISK_INTERNAL void _bk_heap_queue_push_front(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_queue_to_front(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_page_to_full(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
+BRISK_INTERNAL void _bk_heap_release_empty(heap_t *h, uint64_t kept_before);
 BRISK_INTERNAL void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b);
 /* A block of pg back from its owner's thread: true when that leaves the
  * blocks in use below the page's alarm. It is the next block the page

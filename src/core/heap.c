@@ -56,6 +56,9 @@ static page_t *find_page(heap_t *h, unsigned cls) {
   page_t *pg = queued_page(h, cls);
   if (pg) return pg;
   unsigned kind = _bk_class_segment_kind(cls);
+  /* Pages kept empty go back to their segments before a segment is taken. */
+  segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link);
+  if (h->kept_empty_bytes && !(seg && seg->free_page_mask)) _bk_heap_release_empty(h, UINT64_MAX);
   /* Explicit heaps never adopt: destroying one would free others' blocks. */
   if (!h->is_explicit && adopt_for_page(h, kind) && (pg = queued_page(h, cls))) return pg;
   pg = _bk_segment_page_alloc(h, kind);

@@ -47,6 +47,7 @@ static void heap_reset_fields(heap_t *h) {
   atomic_store_explicit(&h->mapped_bytes, 0, memory_order_relaxed);
   memset(&h->huge_blocks, 0, sizeof h->huge_blocks);
   _bk_hot_init(h);
+  h->kept_empty_bytes = 0;
   h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
 }
 
@@ -140,5 +141,6 @@ void _bk_heap_collect_own(bool force) {
   if (h == &_bk_heap_empty) return;
   _bk_heap_take_delayed(h);
   _bk_hot_flush(h);
+  _bk_heap_release_empty(h, UINT64_MAX);
   _bk_heap_collect_idle(h, _bk_os_now_ms(), force);
 }

@@ -137,6 +137,7 @@ void _bk_purge_maybe(heap_t *h) {
   if (now >= h->next_purge_ms || h->next_purge_ms > now + half) { /* (the delay may have shrunk) */
     h->next_purge_ms = now + half;
     _bk_hot_flush(h); /* (the caller has not started on its page lists yet) */
+    _bk_heap_release_empty(h, now - half);
     _bk_heap_collect_idle(h, now, false);
   }
   pass_if_due(now);

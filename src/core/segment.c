@@ -167,7 +167,7 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
   page_secure_update(pg);
   PUBLISH(pg->needs_purge, 1);
   seg->resident_mask |= _bk_page_resident_bits(seg, pg);
-  pg->released_at_ms = _bk_os_now_ms();
+  pg->idle_since_ms = _bk_os_now_ms();
   pg->free = pg->local_free = NULL;
   seg->free_page_mask |= (uint64_t)1 << idx;
   seg->pages_in_use--;
@@ -226,7 +226,7 @@ void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
   size_t run_len = 0;
   for (uint32_t i = 0; i <= seg->page_count; i++) {
     page_t *pg = i < seg->page_count ? &seg->pages[i] : NULL;
-    if (pg && !pg->in_use && pg->needs_purge && (force || now - pg->released_at_ms >= _bk_opt.purge_delay_ms)) {
+    if (pg && !pg->in_use && pg->needs_purge && (force || now - pg->idle_since_ms >= _bk_opt.purge_delay_ms)) {
       size_t len;
       uint8_t *start = page_area(seg, i, &len);
       if (!run) {

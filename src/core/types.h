@@ -130,8 +130,12 @@ typedef struct page {
    * release by whoever gives the page a heap, loaded with acquire by the
    * remote thread, so it sees an initialized heap. */
   _Atomic(struct heap *) heap;
-  list_node_t link;        /* in the heap's queue for its class, or its full list (owner) */
-  uint64_t released_at_ms; /* when it went back to its segment (for purging) */
+  list_node_t link; /* in the heap's queue for its class, or its full list (owner) */
+  /* When the page last went idle. Free in its segment: when it went back
+   * there (for purging). In use: when its last block came back while it
+   * waits, empty, in its queue (page_queue.c keeps it there); 0 while it
+   * is not waiting so. Owner only. */
+  uint64_t idle_since_ms;
 #if !BRISK_SECURE
   uint8_t pad[40]; /* to 128 bytes, as the secure fields make it there */
 #endif
@@ -210,6 +214,7 @@ typedef struct hot_list {
   uint32_t block_size;
 } hot_list_t;
 #define HOT_HEAP_BYTES ((size_t)4 << 20)   /* all of a heap's hot lists */
+#define KEPT_EMPTY_BYTES ((size_t)8 << 20) /* a heap's empty pages kept in their queues */
 #define HEAP_BEAT_BYTES ((int64_t)4 << 20) /* bytes handed out between two heartbeats */
 
 typedef struct heap {
@@ -222,6 +227,7 @@ typedef struct heap {
   list_t full;                 /* pages with no free block */
   hot_list_t hot[CLASS_COUNT]; /* recently freed blocks of the larger classes */
   size_t hot_bytes;
+  size_t kept_empty_bytes; /* pages kept empty in their queues (page_queue.c; owner) */
   /* Blocks other threads freed into this heap's full pages: a LIFO they
    * push with release, taken whole by the owner with acquire. */
   _Atomic(block_t *) delayed_free;
