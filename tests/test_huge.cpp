@@ -43,7 +43,9 @@ void mark_ends(void *p, size_t n, uint64_t seed) {
 }
 
 bool head_holds(const void *p, size_t n, uint64_t seed) { return check(p, n < kEnd ? n : kEnd, seed); }
-bool tail_holds(const void *p, size_t n, uint64_t seed) { return range_holds(p, n > kEnd ? n - kEnd : 0, n, seed); }
+bool tail_holds(const void *p, size_t n, uint64_t seed) {
+  return range_holds(p, n > kEnd ? n - kEnd : 0, n, seed);
+}
 
 // 4 threads grow and shrink huge blocks in place and by moving them, while
 // 2 threads map and unmap segments of every tier: the chunk map must lead to
@@ -65,12 +67,18 @@ void realloc_race(size_t cache_cap) {
     size_t n = r.range(1 * MiB, 8 * MiB);
     uint64_t seed = r.next();
     void *p = brisk_malloc(n);
-    if (!p) { failures++; return; }
+    if (!p) {
+      failures++;
+      return;
+    }
     mark_ends(p, n, seed);
     for (size_t i = 0; i < rounds; i++) {
       size_t m = r.below(4) == 0 ? r.range(32 * MiB, 64 * MiB) : r.range(1 * MiB, 16 * MiB);
       void *q = brisk_realloc(p, m);
-      if (!q) { failures++; break; }
+      if (!q) {
+        failures++;
+        break;
+      }
       if (!head_holds(q, n < m ? n : m, seed) || (m >= n && !tail_holds(q, n, seed))) failures++;
       if (!brisk_owns(q) || brisk_usable_size(q) < m) failures++;
       p = q;
@@ -92,7 +100,10 @@ void realloc_race(size_t cache_cap) {
       for (size_t i = 0; i < burst; i++) {
         size_t n = r.below(2) ? r.range(16, 4 * KiB) : r.range(4 * KiB, 256 * KiB);
         void *p = brisk_malloc(n);
-        if (!p) { failures++; break; }
+        if (!p) {
+          failures++;
+          break;
+        }
         uint64_t seed = r.next();
         size_t probe = n < 512 ? n : 512;
         fill(p, probe, seed);
@@ -194,6 +205,37 @@ TEST(Align, AlignedRequestsReuseCachedBlocks) {
     EXPECT_LE(after.munmap_calls - before.munmap_calls, 8u) << "align " << align;
     EXPECT_LE(after.cached, 32 * MiB) << "align " << align;
   }
+}
+
+// The shared cache hands out the huge block that fits best, not the first
+// that is big enough: first fit cut a block of 24 MiB down to a request of
+// 3 MiB with mremap (and a later request grew another back), where a block
+// of 6 MiB served it whole. The blocks reach the shared cache in the order
+// 24, 6, 16, 20 MiB (the thread's hot block first at its exit).
+TEST(HugeCache, TakesTheBlockThatFitsBest) {
+  const long long delay = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+  std::thread([] {
+    std::vector<void *> blocks;
+    for (size_t mib : {6, 16, 20, 24}) {
+      blocks.push_back(brisk_malloc(mib * MiB));
+      ASSERT_NE(blocks.back(), nullptr);
+    }
+    for (void *p : blocks) brisk_free(p);
+  }).join();
+  std::thread([] {
+    const OsCalls before = os_calls();
+    void *p = brisk_malloc(3 * MiB);
+    ASSERT_NE(p, nullptr);
+    const OsCalls after = os_calls();
+    if (!BRISK_TEST_CHECKED) {  // (whose usable size is the size asked for)
+      EXPECT_GE(brisk_usable_size(p), 6 * MiB) << "the 6 MiB block, whole";
+    }
+    EXPECT_EQ(after.mremap, before.mremap) << "no block cut down";
+    EXPECT_EQ(after.mmap, before.mmap) << "no block mapped";
+    brisk_free(p);
+  }).join();
+  brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
 }
 
 // A request the kernel would refuse fails now with ENOMEM, rather than

@@ -129,17 +129,21 @@ BRISK_INTERNAL size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, si
  * much beside it. More while huge blocks are live (_bk_cache_dirty_allowance). */
 #define SHARED_DIRTY_SHARE 128
 #define WARM_DIRTY ((size_t)4 << 20)
-BRISK_INTERNAL bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
-/* flags: SLOTS_COUNTED (the shared cache's slots), SLOTS_UNPURGED_ONLY. */
+/* Returns 1 + the slot's index, or 0 when all n are taken. */
+BRISK_INTERNAL size_t _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since);
+/* flags: SLOTS_COUNTED (the shared cache's slots), SLOTS_UNPURGED_ONLY,
+ * SLOTS_LARGEST (the biggest huge block in the range, not the smallest). */
 #define SLOTS_COUNTED 1u
 #define SLOTS_UNPURGED_ONLY 2u
+#define SLOTS_LARGEST 4u
 BRISK_INTERNAL segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size,
                                          unsigned kind, unsigned flags);
 BRISK_INTERNAL void _bk_slots_trim_dirty(cache_slot_t *slots, size_t n, size_t budget);
 
 BRISK_INTERNAL bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bool counted);
 BRISK_INTERNAL bool _bk_segment_cache_put(segment_t *seg);
-BRISK_INTERNAL segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind);
+/* flags: SLOTS_LARGEST or 0 */
+BRISK_INTERNAL segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind, unsigned flags);
 BRISK_INTERNAL void _bk_segment_cache_purge(uint64_t now, bool force);
 BRISK_INTERNAL size_t _bk_segment_cache_bytes(void);
 

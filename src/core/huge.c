@@ -131,7 +131,7 @@ static segment_t *take_warm_within(heap_t *h, size_t min, size_t max) {
 
 static segment_t *take_cached_within(heap_t *h, size_t min, size_t max) {
   segment_t *seg = take_warm_within(h, min, max);
-  return seg ? seg : _bk_segment_cache_take(min, max, SEG_HUGE);
+  return seg ? seg : _bk_segment_cache_take(min, max, SEG_HUGE, 0);
 }
 
 /* A purge pass (on any thread) over a heap's hot block: taken (and purged,
@@ -234,7 +234,7 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
     return seg ? seg : take_cached_within(h, mapped, SIZE_MAX);
   }
   if (!exact && (seg = take_warm_within(h, mapped, mapped * 8))) return seg;
-  seg = _bk_segment_cache_take(mapped, mapped * 8, SEG_HUGE);
+  seg = _bk_segment_cache_take(mapped, mapped * 8, SEG_HUGE, 0);
   if (seg) {
     if (!exact) {
       if (seg->mapped_size > 2 * mapped) resize_in_place(seg, mapped);
@@ -246,9 +246,9 @@ static segment_t *take_cached(heap_t *h, size_t mapped, bool zero, size_t align,
   }
   if (zero) return NULL;
   seg = atomic_exchange_explicit(&h->huge_hot, NULL, memory_order_acquire);
-  if (!seg) seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, mapped - 1, SEG_HUGE, 0);
+  if (!seg) seg = _bk_slots_take(h->warm_huge, WARM_HUGE_SLOTS, 0, mapped - 1, SEG_HUGE, SLOTS_LARGEST);
   /* A smaller one another thread left: its pages are kept by the move. */
-  if (!seg && !exact) seg = _bk_segment_cache_take(mapped / 4, mapped - 1, SEG_HUGE);
+  if (!seg && !exact) seg = _bk_segment_cache_take(mapped / 4, mapped - 1, SEG_HUGE, SLOTS_LARGEST);
   if (!seg) return NULL;
   segment_t *grown = huge_grow(seg, mapped);
   if (!grown) _bk_segment_release(seg);

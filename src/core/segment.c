@@ -129,7 +129,7 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
 }
 
 static segment_t *segment_new(heap_t *h, unsigned kind) {
-  segment_t *seg = _bk_segment_cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind);
+  segment_t *seg = _bk_segment_cache_take(SEGMENT_SIZE, SEGMENT_SIZE, kind, 0);
   stat_add(seg ? &h->stat_cache_hits : &h->stat_cache_misses, 1);
   bool fresh = !seg;
   if (fresh && !(seg = _bk_segment_map(SEGMENT_SIZE, SEGMENT_SIZE, 0))) return NULL;

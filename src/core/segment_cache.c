@@ -17,6 +17,14 @@
 #define UNMAP_DELAY_FACTOR 20
 
 static cache_slot_t cache_slots[SEGMENT_CACHE_SLOTS];
+/* The slots a segment has ever been put in are those below this: walks
+ * stop there, not at the 1024th (a miss walked them all, a tenth of a loop
+ * of random 2-32 MiB blocks). Raised after the put, relaxed: a walk that
+ * reads it a moment early misses one segment, as if it came a moment
+ * later. */
+static _Atomic(size_t) cache_slots_reach;
+
+static size_t slots_reach(void) { return atomic_load_explicit(&cache_slots_reach, memory_order_relaxed); }
 /* Bytes in the cache: reserved by fetch_add before a put and undone on
  * refusal, so the cap holds exactly without ordering (relaxed). */
 static _Atomic(size_t) cached_bytes;
@@ -88,7 +96,7 @@ static void cache_unreserve(size_t bytes) {
  * that sees a segment also sees that segment's hints. */
 #define SLOT_BUSY ((segment_t *)1)
 
-bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since) {
+size_t _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since) {
   for (size_t i = 0; i < n; i++) {
     segment_t *expected = NULL;
     if (atomic_load_explicit(&slots[i].seg, memory_order_relaxed)) continue;
@@ -100,38 +108,51 @@ bool _bk_slots_put(cache_slot_t *slots, size_t n, segment_t *seg, uint64_t since
     atomic_store_explicit(&slots[i].dirty, seg->purged ? 0 : seg->cached_dirty, memory_order_relaxed);
     atomic_store_explicit(&slots[i].since_ms, since, memory_order_relaxed);
     atomic_store_explicit(&slots[i].seg, seg, memory_order_release);
-    return true;
+    return i + 1;
   }
-  return false;
+  return 0;
 }
 
-/* An unpurged segment that fits, else a purged one: its pages are resident
- * and would be purged next. */
+/* An unpurged segment that fits, else a purged one (an unpurged one's pages
+ * are resident and would be purged next). Among huge blocks, the one whose
+ * size fits best: the smallest in the range, or with SLOTS_LARGEST the
+ * biggest (a block to grow). First fit took any block up to 8 times the
+ * size, cut it down with mremap and grew another later: many 2-32 MiB
+ * blocks live, freed and built again, made an mremap every 23 mallocs and
+ * faulted in the pages each cut had dropped. */
+static bool slot_better(bool purged, size_t size, bool best_purged, size_t best_size, bool largest) {
+  if (purged != best_purged) return !purged;
+  return largest ? size > best_size : size < best_size;
+}
+
 segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t max_size, unsigned kind,
                           unsigned flags) {
-  bool counted = flags & SLOTS_COUNTED, purged_fits = false, take_purged = false;
-  for (size_t i = 0;; i++) {
-    if (i == n) {
-      if (!purged_fits || take_purged || (flags & SLOTS_UNPURGED_ONLY)) return NULL;
-      i = 0;
-      take_purged = true;
+  bool counted = flags & SLOTS_COUNTED, largest = flags & SLOTS_LARGEST;
+  for (;;) {
+    size_t best = n, best_size = 0, best_tag = 0;
+    bool best_purged = true;
+    for (size_t i = 0; i < n; i++) {
+      segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
+      if (!seg || seg == SLOT_BUSY) continue;
+      size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
+      size_t size = tag & ~(size_t)(OS_PAGE_SIZE - 1);
+      bool fits = kind == SEG_HUGE ? (tag & 3) == SEG_HUGE && size >= min_size && size <= max_size
+                                   : (tag & 3) != SEG_HUGE && size == SEGMENT_SIZE;
+      bool purged = tag & TAG_PURGED;
+      if (!fits || (purged && (flags & SLOTS_UNPURGED_ONLY))) continue;
+      if (best != n && !slot_better(purged, size, best_purged, best_size, largest)) continue;
+      best = i, best_size = size, best_tag = tag, best_purged = purged;
+      /* Nothing fits better than an unpurged segment of the exact size. */
+      if (!purged && (kind != SEG_HUGE || size == (largest ? max_size : min_size))) break;
     }
-    segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
-    if (!seg || seg == SLOT_BUSY) continue;
-    size_t tag = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed);
-    size_t size = tag & ~(size_t)(OS_PAGE_SIZE - 1);
-    bool fits = kind == SEG_HUGE ? (tag & 3) == SEG_HUGE && size >= min_size && size <= max_size
-                                 : (tag & 3) != SEG_HUGE && size == SEGMENT_SIZE;
-    if (!fits) continue;
-    if ((tag & TAG_PURGED) && !take_purged) {
-      purged_fits = true;
-      continue;
-    }
-    uint64_t since = atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
-    if (!atomic_compare_exchange_strong_explicit(&slots[i].seg, &seg, NULL, memory_order_acquire,
+    if (best == n) return NULL;
+    segment_t *seg = atomic_load_explicit(&slots[best].seg, memory_order_acquire);
+    uint64_t since = atomic_load_explicit(&slots[best].since_ms, memory_order_relaxed);
+    if (!seg || seg == SLOT_BUSY ||
+        !atomic_compare_exchange_strong_explicit(&slots[best].seg, &seg, NULL, memory_order_acquire,
                                                  memory_order_relaxed))
-      continue;
-    _bk_cache_note_reuse(tag & TAG_PURGED, since, _bk_os_now_ms());
+      continue; /* another thread took it: look again */
+    _bk_cache_note_reuse(best_tag & TAG_PURGED, since, _bk_os_now_ms());
     bool really = kind == SEG_HUGE
         ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size && seg->mapped_size <= max_size
         : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
@@ -155,9 +176,15 @@ bool _bk_segment_cache_put(segment_t *seg) {
   size_t dirty_max, allowance = cache_allowance(now, &dirty_max);
   if (!cache_reserve(seg->mapped_size, allowance)) return false;
   dirty_account(seg, true);
-  if (_bk_slots_put(cache_slots, SEGMENT_CACHE_SLOTS, seg, now)) {
+  size_t reach = _bk_slots_put(cache_slots, SEGMENT_CACHE_SLOTS, seg, now);
+  if (reach) {
+    size_t was = slots_reach();
+    while (was < reach &&
+           !atomic_compare_exchange_weak_explicit(&cache_slots_reach, &was, reach, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
     if (atomic_load_explicit(&cached_dirty, memory_order_relaxed) > dirty_max && !_bk_opt.realtime)
-      trim_dirty(cache_slots, SEGMENT_CACHE_SLOTS, dirty_max, true);
+      trim_dirty(cache_slots, slots_reach(), dirty_max, true);
     _bk_purge_note_pending();
     _bk_purge_tick(now);
     return true;
@@ -167,9 +194,9 @@ bool _bk_segment_cache_put(segment_t *seg) {
   return false;
 }
 
-segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind) {
+segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind, unsigned flags) {
   if (!atomic_load_explicit(&cached_bytes, memory_order_relaxed)) return NULL;
-  segment_t *seg = _bk_slots_take(cache_slots, SEGMENT_CACHE_SLOTS, min_size, max_size, kind, SLOTS_COUNTED);
+  segment_t *seg = _bk_slots_take(cache_slots, slots_reach(), min_size, max_size, kind, flags | SLOTS_COUNTED);
   if (seg) {
     cache_unreserve(seg->mapped_size);
     dirty_account(seg, false);
@@ -260,5 +287,5 @@ bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bo
 }
 
 void _bk_segment_cache_purge(uint64_t now, bool force) {
-  _bk_slots_purge(cache_slots, SEGMENT_CACHE_SLOTS, now, force, true);
+  _bk_slots_purge(cache_slots, slots_reach(), now, force, true);
 }
