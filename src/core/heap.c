@@ -17,11 +17,17 @@
  * pages only: 128 MiB, and faster). */
 #define ADOPT_PER_PAGE 8
 
+/* Whether h has a free page of `kind` without taking a segment (the list
+ * keeps segments with a free page first). */
+static bool has_free_page(heap_t *h, unsigned kind) {
+  segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link);
+  return seg && seg->free_page_mask;
+}
+
 static bool adopt_for_page(heap_t *h, unsigned kind) {
   bool adopted = false;
   for (int i = 0; i < ADOPT_PER_PAGE; i++) {
-    segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link);
-    if ((seg && seg->free_page_mask) || !_bk_abandoned_adopt(h, kind)) break;
+    if (has_free_page(h, kind) || !_bk_abandoned_adopt(h, kind)) break;
     adopted = true;
   }
   return adopted;
@@ -57,8 +63,7 @@ static page_t *find_page(heap_t *h, unsigned cls) {
   if (pg) return pg;
   unsigned kind = _bk_class_segment_kind(cls);
   /* Pages kept empty go back to their segments before a segment is taken. */
-  segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link);
-  if (h->kept_empty_bytes && !(seg && seg->free_page_mask)) _bk_heap_release_empty(h, UINT64_MAX);
+  if (h->kept_empty_bytes && !has_free_page(h, kind)) _bk_heap_release_empty(h, UINT64_MAX);
   /* Explicit heaps never adopt: destroying one would free others' blocks. */
   if (!h->is_explicit && adopt_for_page(h, kind) && (pg = queued_page(h, cls))) return pg;
   pg = _bk_segment_page_alloc(h, kind);

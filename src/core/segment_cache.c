@@ -129,7 +129,7 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
                           unsigned flags) {
   bool counted = flags & SLOTS_COUNTED, largest = flags & SLOTS_LARGEST;
   for (;;) {
-    size_t best = n, best_size = 0, best_tag = 0;
+    size_t best = n, best_size = 0;
     bool best_purged = true;
     for (size_t i = 0; i < n; i++) {
       segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
@@ -141,7 +141,7 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
       bool purged = tag & TAG_PURGED;
       if (!fits || (purged && (flags & SLOTS_UNPURGED_ONLY))) continue;
       if (best != n && !slot_better(purged, size, best_purged, best_size, largest)) continue;
-      best = i, best_size = size, best_tag = tag, best_purged = purged;
+      best = i, best_size = size, best_purged = purged;
       /* Nothing fits better than an unpurged segment of the exact size. */
       if (!purged && (kind != SEG_HUGE || size == (largest ? max_size : min_size))) break;
     }
@@ -152,7 +152,7 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
         !atomic_compare_exchange_strong_explicit(&slots[best].seg, &seg, NULL, memory_order_acquire,
                                                  memory_order_relaxed))
       continue; /* another thread took it: look again */
-    _bk_cache_note_reuse(best_tag & TAG_PURGED, since, _bk_os_now_ms());
+    _bk_cache_note_reuse(best_purged, since, _bk_os_now_ms());
     bool really = kind == SEG_HUGE
         ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size && seg->mapped_size <= max_size
         : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
