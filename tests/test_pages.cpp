@@ -137,6 +137,31 @@ TEST(EmptiedPages, AreKeptWithTheirBlocksInTheOrderFreed) {
   });
 }
 
+// A working set of 12 MiB of small blocks, freed and built again, gets its
+// pages back as they were freed: each hands its blocks out last freed
+// first, so the blocks come in falling address order. With the budget at
+// 8 MiB, the pages past it went back to their segments and were threaded
+// anew, in rising order (fixed-size objects of 128 B, 100 000 at a time,
+// 12.5 MiB, were then 0.86x mimalloc's speed).
+TEST(EmptiedPages, AWorkingSetOf12MiBIsKeptWhole) {
+#if BRISK_TEST_SECURE
+  GTEST_SKIP() << "the secure library keeps no emptied page";
+#endif
+  bt::on_fresh_thread([] {
+    const size_t count = 12 * bt::MiB / 256;
+    std::vector<void *> blocks(count);
+    for (auto &p : blocks) ASSERT_NE(p = brisk_malloc(256), nullptr);
+    for (void *p : blocks) brisk_free(p);  // in the order allocated
+    for (auto &p : blocks) ASSERT_NE(p = brisk_malloc(256), nullptr);
+    size_t falling = 0;
+    for (size_t i = 1; i < count; i++)
+      falling += reinterpret_cast<uintptr_t>(blocks[i]) < reinterpret_cast<uintptr_t>(blocks[i - 1]);
+    EXPECT_GT(falling, count * 9 / 10) << "of " << count << " blocks taken again, " << falling
+                                       << " came below the one before";
+    for (void *p : blocks) brisk_free(p);
+  });
+}
+
 // Kept pages never make a heap map memory: before it takes a page from a
 // new segment, the heap gives its kept pages back to their segments, where
 // blocks of any size reuse them.
