@@ -5,6 +5,7 @@
 // Counts are compared as deltas around work done on a fresh thread while the
 // rest of the process is quiet, so they can be exact: the blocks a test holds
 // are exactly what the counters gain.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -47,6 +48,32 @@ TEST(Stats, Version1StructIsFilledUpToItsEnd) {
       offsetof(brisk_stats_t, thread_cached);
   for (size_t i = 0; i < sizeof st - offsetof(brisk_stats_t, thread_cached); i++) EXPECT_EQ(tail[i], 0xAB) << i;
   brisk_free(p);
+}
+
+// Every size gets the smallest class that holds it (so its usable size is
+// that class's size), and a page-sized buffer with a header of up to an
+// eighth of it wastes no more than that eighth: sqlite's page cache entries
+// of 4368 bytes took 5120-byte blocks, 17% of its page cache, when the
+// doublings above 2, 4 and 8 KiB had only four classes.
+TEST(Stats, EverySizeTakesTheSmallestClassThatHoldsIt) {
+#if BRISK_TEST_CHECKED
+  GTEST_SKIP() << "the checked library's usable size is the size asked";
+#endif
+  brisk_stats_t st = stats_now();
+  std::vector<size_t> sizes(st.class_size + 1, st.class_size + st.class_count);
+  for (size_t n = 1; n <= 1 * MiB; n += n < 20000 ? 1 : 61) {
+    void *p = brisk_malloc(n);
+    ASSERT_NE(p, nullptr);
+    const size_t fit = *std::lower_bound(sizes.begin(), sizes.end(), n);
+    ASSERT_EQ(brisk_usable_size(p), fit) << "malloc(" << n << ")";
+    brisk_free(p);
+  }
+  for (size_t page : {2 * KiB, 4 * KiB, 8 * KiB})
+    for (size_t header : {size_t{8}, page / 16, page / 8}) {
+      void *p = brisk_malloc(page + header);
+      EXPECT_LE(brisk_usable_size(p), page + page / 8) << "malloc(" << page << " + " << header << ")";
+      brisk_free(p);
+    }
 }
 
 TEST(Stats, ClassesAndTotalsAreConsistent) {

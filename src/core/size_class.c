@@ -1,5 +1,6 @@
 /* Size classes: multiples of 16 up to 128 bytes, then four classes per
- * doubling (waste at most 25%, about 12.5% on average) up to 1 MiB.
+ * doubling (waste at most 25%, about 12.5% on average) up to 1 MiB, and a
+ * fifth in the doublings above 2, 4 and 8 KiB (types.h).
  * size_to_class() itself is inline in types.h: it is on the fast path. */
 #include "core/core.h"
 
@@ -13,8 +14,16 @@ void _bk_size_class_init(void) {
 
 size_t _bk_class_size(unsigned cls) {
   if (cls <= 8) return (size_t)cls * 16;
-  unsigned b = 7 + (cls - 9) / 4;
-  unsigned k = (cls - 9) % 4;
+  /* The split class of doubling b follows 2^b's class, 4b - 20 among the
+   * four-a-doubling classes, and the b - SPLIT_FIRST_SHIFT splits before it. */
+  unsigned splits = 0;
+  for (unsigned b = SPLIT_FIRST_SHIFT; b <= SPLIT_LAST_SHIFT; b++) {
+    unsigned at = 4 * b - 20 + 1 + (b - SPLIT_FIRST_SHIFT);
+    if (cls == at) return ((size_t)1 << b) + ((size_t)1 << (b - 3));
+    splits += cls > at;
+  }
+  unsigned quarter = cls - splits - 9;
+  unsigned b = 7 + quarter / 4, k = quarter % 4;
   return ((size_t)1 << b) + (size_t)(k + 1) * ((size_t)1 << (b - 2));
 }
 

@@ -46,7 +46,14 @@
 
 #define DIRECT_SIZE_MAX 1024 /* sizes served by heap->direct[] */
 #define DIRECT_SLOTS (DIRECT_SIZE_MAX / 16 + 1)
-#define CLASS_COUNT 61 /* classes 1..60; 0 is unused */
+#define CLASS_COUNT 64 /* classes 1..63; 0 is unused */
+/* The doublings above 2, 4 and 8 KiB have a fifth class, an eighth above the
+ * power of two (2304, 4608, 9216 B): a page-sized buffer with a header (a
+ * database's page cache entry, an I/O buffer and its bookkeeping) took the
+ * next class, a quarter above, and wasted up to a fifth of its memory
+ * (sqlite's 4368-byte page cache entries in 5120-byte blocks). */
+#define SPLIT_FIRST_SHIFT 11
+#define SPLIT_LAST_SHIFT 13
 
 #define BLOCK_ALIGN 16
 
@@ -295,7 +302,14 @@ static inline unsigned size_to_class(size_t size) {
   size_t n = size - 1;
   unsigned b = 63 - (unsigned)__builtin_clzl(n); /* 2^b <= n < 2^(b+1) */
   unsigned k = (unsigned)((n >> (b - 2)) & 3);
-  return 8 + (b - 7) * 4 + k + 1;
+  unsigned cls = 8 + (b - 7) * 4 + k + 1;
+  if (b < SPLIT_FIRST_SHIFT) return cls;
+  /* The split classes at or below this doubling come before it, but its
+   * own comes before its first quarter's class, and takes sizes up to an
+   * eighth above 2^b. */
+  unsigned splits = (b < SPLIT_LAST_SHIFT ? b : SPLIT_LAST_SHIFT) - SPLIT_FIRST_SHIFT + 1;
+  if (b <= SPLIT_LAST_SHIFT && ((n >> (b - 3)) & 7) == 0) splits--;
+  return cls + splits;
 }
 
 /* The class of a size above DIRECT_SIZE_MAX, up to LARGE_SIZE_MAX, from a
