@@ -260,8 +260,11 @@ void *_bk_checked_realloc(heap_t *h, void *p, size_t align, size_t size) {
       return q;
     }
   }
+  /* A block resized to its own size stays, whatever room it has: that size
+   * is its usable size here, and in the release library a block resized to
+   * its usable size fills it. */
   size_t room = (size_t)((uint8_t *)v.trailer - (uint8_t *)p) - 1;
-  if (keep && realloc_in_place(room, align, size)) {
+  if (keep && (size == (size_t)v.trailer->requested || realloc_in_place(room, align, size))) {
     _bk_block_set_live(&v, p, size, _bk_stack_record(call.frame), ALLOC_MALLOC);
     return p;
   }
