@@ -19,11 +19,10 @@ void _bk_size_class_init(void) {
 
 size_t _bk_class_size(unsigned cls) {
   if (cls <= 8) return (size_t)cls * 16;
-  /* The split class of doubling b follows 2^b's class, 4b - 20 among the
-   * four-a-doubling classes, and the b - SPLIT_FIRST_SHIFT splits before it. */
+  /* The split class of doubling b is the one after 2^b's. */
   unsigned splits = 0;
   for (unsigned b = SPLIT_FIRST_SHIFT; b <= SPLIT_LAST_SHIFT; b++) {
-    unsigned at = 4 * b - 20 + 1 + (b - SPLIT_FIRST_SHIFT);
+    unsigned at = size_to_class((size_t)1 << b) + 1;
     if (cls == at) return ((size_t)1 << b) + ((size_t)1 << (b - 3));
     splits += cls > at;
   }
