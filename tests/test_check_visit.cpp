@@ -396,3 +396,42 @@ TEST(VisitBlocks, ExitedThreadsBlocksFromAThreadThatNeverAllocated) {
   EXPECT_EQ(missing, 0) << missing << " of the 50 blocks an exited thread left were not visited";
   for (int i = 0; i < 51; ++i) brisk_free(g_held[i].p);
 }
+
+// Blocks another thread freed are not visited as live: also those that
+// went into the transfer cache, where they still count as used in their
+// pages (the visit sends them back first). The freeing thread stays alive
+// through the visit: at its exit it would send back what it holds.
+TEST(VisitBlocks, BlocksOtherThreadsFreedAreNotVisited) {
+  on_fresh_thread([] {
+    const size_t n = 4096;  // 128 B blocks: 32 full batches of the cache
+    std::vector<void *> mine(n);
+    for (auto &p : mine) ASSERT_NE(p = brisk_malloc(128), nullptr);
+    std::mutex m;
+    std::condition_variable cv;
+    bool freed_all = false, visited = false;
+    std::thread other([&] {
+      for (void *p : mine) brisk_free(p);
+      std::unique_lock<std::mutex> lk(m);
+      freed_all = true;
+      cv.notify_all();
+      cv.wait(lk, [&] { return visited; });
+    });
+    {
+      std::unique_lock<std::mutex> lk(m);
+      cv.wait(lk, [&] { return freed_all; });
+    }
+    Visit v;
+    v.seen.reserve(64 * 1024);
+    brisk_visit_blocks(record, &v);
+    {
+      std::lock_guard<std::mutex> lk(m);
+      visited = true;
+    }
+    cv.notify_all();
+    other.join();
+    std::set<void *> freed(mine.begin(), mine.end());
+    size_t live = 0;
+    for (auto &b : v.seen) live += freed.count(b.first);
+    EXPECT_EQ(live, 0u) << "blocks freed by another thread were visited as live";
+  });
+}

@@ -44,6 +44,9 @@
 #ifndef BRISK_TEST_CHECKED
 #define BRISK_TEST_CHECKED 0
 #endif
+#ifndef BRISK_TEST_SECURE
+#define BRISK_TEST_SECURE 0 /* 1: the suite runs on the secure library */
+#endif
 
 namespace bt {
 

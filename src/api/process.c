@@ -17,11 +17,13 @@ static void fork_prepare(void) {
   _bk_heap_fork_lock();
   _bk_abandoned_lock();
   _bk_segments_lock();
+  _bk_transfer_fork_lock();
   _bk_page_fork_gate_close();
 }
 
 static void fork_release(bool in_child) {
   _bk_page_fork_gate_open(in_child);
+  _bk_transfer_fork_unlock();
   _bk_segments_unlock();
   _bk_abandoned_unlock();
   _bk_heap_fork_unlock();

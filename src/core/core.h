@@ -237,6 +237,21 @@ BRISK_INTERNAL void _bk_heap_page_alarm(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_block_alarm(void *p);
 BRISK_INTERNAL void _bk_heap_take_delayed(heap_t *h);
 
+/* ---- transfer.c: other threads' small blocks, shared in batches --------- */
+BRISK_INTERNAL void _bk_transfer_classes_init(void); /* once, at process start */
+/* Whether a free of a block of pg (in seg, which another heap owns) goes
+ * to the transfer cache: then _bk_transfer_free(h, class, block) on the
+ * freeing thread's heap h; else the caller frees it remotely. */
+BRISK_INTERNAL bool _bk_transfer_wants(const segment_t *seg, const page_t *pg);
+BRISK_INTERNAL void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b);
+/* A block of class cls from the transfer cache, or NULL. */
+BRISK_INTERNAL void *_bk_transfer_malloc(heap_t *h, unsigned cls, size_t size);
+BRISK_INTERNAL void _bk_transfer_flush_heap(heap_t *h);
+BRISK_INTERNAL void _bk_transfer_drain(bool force);
+BRISK_INTERNAL size_t _bk_transfer_cached_blocks(unsigned cls);
+BRISK_INTERNAL void _bk_transfer_fork_lock(void);
+BRISK_INTERNAL void _bk_transfer_fork_unlock(void);
+
 /* ---- hot.c: a heap's recently freed blocks, reused first ---------------- */
 BRISK_INTERNAL bool _bk_hot_class(unsigned cls);
 BRISK_INTERNAL void _bk_hot_classes_init(void); /* once, at process start */

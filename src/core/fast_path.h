@@ -96,6 +96,20 @@ static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg
   return true;
 }
 
+/* A block other threads freed, of those the heap took from the transfer
+ * cache (transfer.c): they count as used in their pages already. */
+static inline __attribute__((always_inline)) block_t *transfer_pop(heap_t *h, transfer_list_t *tl, size_t size) {
+  block_t *b = tl->head, *next = link_get(b);
+  tl->head = next;
+  /* Another core wrote the links as a rule: the next one's load starts now,
+   * as in page_pop. */
+  __builtin_prefetch(next);
+  PUBLISH(tl->count, (uint16_t)(tl->count - 1));
+  block_handed_out(b);
+  (void)heap_count_request(h, size);
+  return b;
+}
+
 /* A block of at least `size` bytes: what malloc hands out, and what the
  * checked library's allocations (checked.c) are carved from. */
 static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, size_t size) {
@@ -108,6 +122,8 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
       page_reuse_local(pg);
       return page_pop(h, pg, size);
     }
+    transfer_list_t *tl = &h->transfer_take[_bk_direct_class[(size + 15) >> 4]];
+    if (tl->head) return transfer_pop(h, tl, size);
   } else if (size <= LARGE_SIZE_MAX) {
     hot_list_t *hl = &h->hot[large_size_to_class(size)];
     if (hl->head) return hot_pop(h, hl, size);

@@ -54,13 +54,11 @@ static page_t *queued_page(heap_t *h, unsigned cls) {
   return NULL;
 }
 
-/* Finds a page of class cls with a free block: the queue first, then a
- * fresh page, from adopted segments first (whose live pages join the
- * queues: one of the class may serve). */
-static page_t *find_page(heap_t *h, unsigned cls) {
-  BRISK_ASSERT_FULL(list_is_consistent(&h->queues[cls]) && list_is_consistent(&h->full));
-  page_t *pg = queued_page(h, cls);
-  if (pg) return pg;
+/* A fresh page of class cls, from adopted segments first (whose live
+ * pages join the queues: one of the class may serve), for a heap whose
+ * queue had none with a free block. */
+static page_t *fresh_page(heap_t *h, unsigned cls) {
+  page_t *pg;
   unsigned kind = _bk_class_segment_kind(cls);
   /* Pages kept empty go back to their segments before a segment is taken. */
   if (h->kept_empty_bytes && !has_free_page(h, kind)) _bk_heap_release_empty(h, UINT64_MAX);
@@ -101,9 +99,18 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
     if (!pg->free) page_reuse_local(pg);
     if (likely(pg->free != NULL)) return page_pop(h, pg, size);
   }
-  _bk_heap_take_delayed(h);
-  pg = find_page(h, cls);
-  if (!pg) return NULL;
+  /* Other threads' frees of the class (transfer.c): what the heap took of
+   * them first, then its own pages, and before a fresh page another batch
+   * of them. */
+  bool taken = h->transfer_take[cls].head != NULL;
+  if (!taken) {
+    _bk_heap_take_delayed(h);
+    BRISK_ASSERT_FULL(list_is_consistent(&h->queues[cls]) && list_is_consistent(&h->full));
+    if ((pg = queued_page(h, cls))) return page_pop(h, pg, size);
+  }
+  void *b = h->is_explicit ? NULL : _bk_transfer_malloc(h, cls, size);
+  if (b) return b;
+  if (!(pg = fresh_page(h, cls))) return NULL;
   return page_pop(h, pg, size);
 }
 
@@ -124,6 +131,10 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
    * (the division is worth skipping on the remote-free path). */
   block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
   heap_t *h = _bk_tls_heap;
-  if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) != h->uid) _bk_page_free_remote(pg, b);
-  else if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
+  if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) != h->uid) {
+    /* (A thread that only frees gets a heap for its batches.) */
+    if (_bk_transfer_wants(seg, pg) && (h != &_bk_heap_empty || (h = _bk_heap_get_initialized())))
+      _bk_transfer_free(h, pg->size_class, b);
+    else _bk_page_free_remote(pg, b);
+  } else if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
 }

@@ -139,6 +139,7 @@ void _bk_heap_fork_unlock(void) {
 void _bk_heap_collect_own(bool force) {
   heap_t *h = _bk_tls_heap;
   if (h == &_bk_heap_empty) return;
+  _bk_transfer_flush_heap(h);
   _bk_heap_take_delayed(h);
   _bk_hot_flush(h);
   _bk_heap_release_empty(h, UINT64_MAX);

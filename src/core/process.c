@@ -19,6 +19,7 @@ void _bk_process_init(void) {
   _bk_secure_init();     /* before any block is threaded */
   _bk_size_class_init(); /* before the first heap */
   _bk_hot_classes_init();
+  _bk_transfer_classes_init();
   _bk_options_read_environment();
   init_running = 0;
   atomic_store_explicit(&_bk_process_ready, 1, memory_order_release);

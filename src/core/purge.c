@@ -26,6 +26,7 @@ static void purge_heap_warm(heap_t *h, void *now) { _bk_huge_purge_warm(h, *(uin
 
 static void purge_shared(uint64_t now) {
   atomic_store_explicit(&purge_pending, 0, memory_order_relaxed);
+  _bk_transfer_drain(false);
   _bk_segment_cache_purge(now, false);
   if (_bk_segment_cache_bytes()) atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
   _bk_heap_foreach(purge_heap_warm, &now);
@@ -162,6 +163,7 @@ void _bk_purge_release_all(void) {
   heap_t *h = _bk_tls_heap;
   uint64_t now = _bk_os_now_ms();
   if (h != &_bk_heap_empty) _bk_heap_collect_idle(h, now, true);
+  _bk_transfer_drain(true);
   _bk_heap_foreach(flush_heap_warm, NULL);
   _bk_segment_cache_purge(now, true);
   _bk_abandoned_drain();
@@ -171,6 +173,9 @@ void _bk_purge_release_all(void) {
 /* Not beside a shared pass: the pass holds abandoned segments off their
  * list for a while, and those would be missed. */
 void _bk_collect(void) {
+  /* (First: the blocks go back as remote frees, which the collect of the
+   * thread's own heap then takes.) */
+  _bk_transfer_drain(true);
   _bk_heap_collect_own(true);
   pthread_mutex_lock(&pass_lock);
   _bk_locks_held++;

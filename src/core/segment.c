@@ -123,6 +123,7 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
     if (!page_is_usable(seg, i)) seg->free_page_mask &= ~((uint64_t)1 << i);
   }
   seg->heap = h;
+  PUBLISH(seg->of_explicit_heap, (uint8_t)h->is_explicit);
   PUBLISH(seg->kind, (uint8_t)kind);
   PUBLISH(seg->state, SEG_STATE_OWNED);
   atomic_store_explicit(&seg->owner_uid, h->uid, memory_order_release);

@@ -5,12 +5,14 @@
 #include "core/core.h"
 
 uint8_t _bk_large_class[LARGE_SIZE_MAX >> LARGE_CLASS_STEP_SHIFT];
+uint8_t _bk_direct_class[DIRECT_SLOTS];
 
 /* Each class fills the steps of the sizes it serves: a walk of the classes,
  * not a size_to_class per step (4096 of them, 28 instructions each, at the
  * start of every process). */
 void _bk_size_class_init(void) {
   _Static_assert(DIRECT_SIZE_MAX % (1 << LARGE_CLASS_STEP_SHIFT) == 0, "a table step spans two classes");
+  for (size_t slot = 0; slot < DIRECT_SLOTS; slot++) _bk_direct_class[slot] = (uint8_t)size_to_class(slot * 16);
   size_t i = DIRECT_SIZE_MAX >> LARGE_CLASS_STEP_SHIFT;
   for (unsigned cls = size_to_class(DIRECT_SIZE_MAX + 1); cls < CLASS_COUNT; cls++)
     for (size_t end = _bk_class_size(cls) >> LARGE_CLASS_STEP_SHIFT; i < end; i++)

@@ -39,6 +39,7 @@ void _bk_heap_thread_done(void *value) {
   heap_t *h = value ? (heap_t *)value : _bk_tls_heap;
   if (h == &_bk_heap_empty) return;
   _bk_tls_heap = h; /* frees below must see the heap as local */
+  _bk_transfer_flush_heap(h);
   _bk_heap_take_delayed(h);
   /* Waits out remote threads mid-way through a delayed free; after this no
    * remote thread reads this heap again. */

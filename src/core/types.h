@@ -175,9 +175,10 @@ typedef struct segment {
   _Atomic(uint64_t) owner_uid;
   uint8_t kind;
   uint8_t page_shift;
-  uint8_t purged; /* huge/cached: contents were given back */
-  uint8_t live;   /* huge: handed out and not freed (checked library) */
-  uint8_t state;  /* segment_state (PUBLISHed) */
+  uint8_t purged;           /* huge/cached: contents were given back */
+  uint8_t live;             /* huge: handed out and not freed (checked library) */
+  uint8_t state;            /* segment_state (PUBLISHed) */
+  uint8_t of_explicit_heap; /* owned by an explicit heap (PUBLISHed; transfer.c) */
   uint32_t page_count;
   uint32_t pages_in_use;
   uint64_t free_page_mask; /* bit i: page i is free */
@@ -220,6 +221,12 @@ typedef struct hot_list {
   uint16_t limit; /* 0 for the classes that have no hot list */
   uint32_t block_size;
 } hot_list_t;
+/* A heap's blocks of one class on their way through the transfer cache
+ * (transfer.c): other threads' blocks it freed, or took to hand out. */
+typedef struct transfer_list {
+  block_t *head;
+  uint16_t count; /* PUBLISHed: statistics count these blocks as free */
+} transfer_list_t;
 #define HOT_HEAP_BYTES ((size_t)4 << 20) /* all of a heap's hot lists */
 /* A heap's empty pages kept in their queues (page_queue.c): a working set
  * of small blocks past it is threaded anew each time it is rebuilt (at 8
@@ -239,6 +246,7 @@ typedef struct heap {
   list_t full;                 /* pages with no free block */
   hot_list_t hot[CLASS_COUNT]; /* recently freed blocks of the larger classes */
   size_t hot_bytes;
+  transfer_list_t transfer_fill[CLASS_COUNT], transfer_take[CLASS_COUNT];
   size_t kept_empty_bytes; /* pages kept empty in their queues (page_queue.c; owner) */
   /* Blocks other threads freed into this heap's full pages: a LIFO they
    * push with release, taken whole by the owner with acquire. */
@@ -319,6 +327,9 @@ static inline unsigned size_to_class(size_t size) {
  * exists; until then every entry is 0, whose hot list stays empty. */
 #define LARGE_CLASS_STEP_SHIFT 8
 extern BRISK_INTERNAL uint8_t _bk_large_class[LARGE_SIZE_MAX >> LARGE_CLASS_STEP_SHIFT];
+/* The class of the sizes of a direct slot (heap->direct[(size + 15) / 16]),
+ * for malloc's transfer-cache path (fast_path.h). */
+extern BRISK_INTERNAL uint8_t _bk_direct_class[DIRECT_SLOTS];
 static inline unsigned large_size_to_class(size_t size) {
   return _bk_large_class[(size - 1) >> LARGE_CLASS_STEP_SHIFT];
 }

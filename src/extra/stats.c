@@ -14,6 +14,19 @@ static unsigned tier_of_kind(unsigned kind) {
                            : BRISK_TIER_HUGE;
 }
 
+/* Blocks free but counted as used in their pages (on hot lists, on their
+ * way through the transfer cache): taken off, before the pages are added
+ * (modulo 2^64; see clamp_live). */
+static void take_off_live(brisk_stats_t *st, unsigned cls, uint64_t n) {
+  if (!n) return;
+  size_t bytes = n * _bk_class_size(cls);
+  brisk_tier_stats_t *t = &st->tiers[tier_of_kind(_bk_class_segment_kind(cls))];
+  t->live_blocks -= n;
+  t->in_use -= bytes;
+  st->class_live_blocks[cls] -= n;
+  st->thread_cached += bytes;
+}
+
 static void add_heap(heap_t *h, void *arg) {
   brisk_stats_t *st = arg;
   st->requested += heap_requested(h);
@@ -21,18 +34,10 @@ static void add_heap(heap_t *h, void *arg) {
   st->cache_misses += PEEK(h->stat_cache_misses);
   if (h->is_explicit) st->explicit_heaps++;
   else st->thread_heaps++;
-  /* Blocks on a hot list count as used in their pages but are free: taken
-   * off here, before the pages are added (modulo 2^64; see clamp_live). */
-  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
-    uint64_t n = PEEK(h->hot[cls].count);
-    if (!n) continue;
-    size_t bytes = n * _bk_class_size(cls);
-    brisk_tier_stats_t *t = &st->tiers[tier_of_kind(_bk_class_segment_kind(cls))];
-    t->live_blocks -= n;
-    t->in_use -= bytes;
-    st->class_live_blocks[cls] -= n;
-    st->thread_cached += bytes;
-  }
+  for (unsigned cls = 1; cls < CLASS_COUNT; cls++)
+    take_off_live(st, cls,
+                  (uint64_t)PEEK(h->hot[cls].count) + PEEK(h->transfer_fill[cls].count) +
+                      PEEK(h->transfer_take[cls].count));
 }
 
 /* A hot list read before its blocks' page moved on can leave a count
@@ -82,6 +87,7 @@ int _bk_stats_collect(brisk_stats_t *st, uint64_t *free_chunks) {
   for (unsigned c = 1; c < CLASS_COUNT; c++) st->class_size[c] = _bk_class_size(c);
 
   _bk_heap_foreach(add_heap, st);
+  for (unsigned c = 1; c < CLASS_COUNT; c++) take_off_live(st, c, _bk_transfer_cached_blocks(c));
   uint64_t retired[4];
   _bk_heap_exited_totals(retired);
   st->requested += retired[0];

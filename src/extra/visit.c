@@ -102,7 +102,10 @@ static void scratch_unmap(void *p, size_t size) {
  * allocating would change what is walked (or create a heap that adopts the
  * very segments being visited). */
 void _bk_walk_blocks(const block_walk_t *va) {
-  _bk_heap_collect_own(false); /* blocks other threads handed back are free */
+  /* Blocks other threads handed back are free: those in the transfer
+   * cache go back to their pages, and this thread's collect takes them. */
+  _bk_transfer_drain(true);
+  _bk_heap_collect_own(false);
   owner_set_t own = {.self = pthread_self()};
   _bk_heap_foreach(add_own_heap, &own); /* counts: only this thread adds its heaps */
   size_t set_bytes = align_up((own.n ? own.n : 1) * sizeof *own.uid, OS_PAGE_SIZE);
