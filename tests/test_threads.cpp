@@ -403,3 +403,33 @@ TEST(Threads, BlocksFreedForASleepingOwnerServeOtherThreads) {
   owner.join();
   EXPECT_EQ(brisk_check_heap(), BRISK_CHECK_OK) << brisk_check_message();
 }
+
+// Blocks of an exited thread's segment that another thread frees go back
+// to their pages, not round the transfer cache: the segment empties, and
+// the next thread that needs a page adopts it whole. Shared, they went
+// from thread to thread and kept the segment abandoned.
+TEST(Threads, BlocksOfAnExitedThreadGoBackToItsSegment) {
+  brisk_collect();
+  const size_t n = 4096;  // 64 B blocks: 256 KiB, whole batches of the cache
+  std::vector<void *> blocks(n);
+  std::thread([&] {
+    for (auto &p : blocks) p = brisk_malloc(64);
+  }).join();
+  for (void *p : blocks) ASSERT_NE(p, nullptr);
+  const uint32_t abandoned = stats_now().abandoned_segments;
+  ASSERT_GE(abandoned, 1u) << "the exited thread's segment holds its blocks";
+  std::thread([&] {
+    for (void *p : blocks) brisk_free(p);
+  }).join();
+  std::set<void *> freed(blocks.begin(), blocks.end());
+  size_t reused = 0;
+  uint32_t after = 0;
+  std::thread([&] {
+    std::vector<void *> again(n);
+    for (auto &p : again) reused += freed.count(p = brisk_malloc(64));
+    after = stats_now().abandoned_segments;
+    for (void *p : again) brisk_free(p);
+  }).join();
+  EXPECT_LT(after, abandoned) << "a thread took the exited thread's blocks one by one, and its segment stayed abandoned";
+  EXPECT_GE(reused, n * 9 / 10);
+}

@@ -92,11 +92,15 @@ static void batch_publish(unsigned cls, block_t *first) {
 }
 
 /* (The segment says whether an explicit heap owns it, where the owner's
- * heap struct would cost a line its thread keeps writing.) Not with the
- * leak report on: a block another live thread freed into a batch it has
- * not filled yet would be reported as leaked at exit. */
+ * heap struct would cost a line its thread keeps writing.) Not a block of
+ * an exited thread's segment: back in its page, the segment empties and is
+ * adopted or cached whole; shared, its blocks went from thread to thread
+ * and kept it abandoned. Not with the leak report on: a block another live
+ * thread freed into a batch it has not filled yet would be reported as
+ * leaked at exit. */
 bool _bk_transfer_wants(const segment_t *seg, const page_t *pg) {
-  return batch_blocks[pg->size_class] && !PEEK(seg->of_explicit_heap) && !_bk_opt.realtime && !_bk_opt.leak_report;
+  return batch_blocks[pg->size_class] && PEEK(seg->state) == SEG_STATE_OWNED && !PEEK(seg->of_explicit_heap) &&
+      !_bk_opt.realtime && !_bk_opt.leak_report;
 }
 
 void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b) {
