@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <csignal>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <cstdint>
 #include <cstring>
@@ -25,7 +23,6 @@ namespace {
 
 using SecureDeath = bt::DeathTest;
 void poke_word(void *at, uintptr_t value) { *(volatile uintptr_t *)launder(at) = value; }
-void poke_byte(void *at, unsigned char value) { *(volatile unsigned char *)launder(at) = value; }
 
 alignas(64) char g_target[4096];
 
@@ -62,19 +59,69 @@ TEST_F(SecureDeath, PoisonedLinkOfEveryTierAborts) {
   }
 }
 
+namespace {
+// n blocks of `size`, freed by another thread, which then calls `after`
+// (before it exits) with them.
+template <typename After>
+std::vector<void *> freed_by_another_thread(size_t n, size_t size, After after) {
+  std::vector<void *> blocks(n);
+  for (auto &b : blocks) b = brisk_malloc(size);
+  std::thread([&] {
+    for (auto *b : blocks) brisk_free(b);
+    after(blocks);
+  }).join();
+  return blocks;
+}
+void nothing(const std::vector<void *> &) {}
+}  // namespace
+
 TEST_F(SecureDeath, PoisonedLinkOfABlockFreedByAnotherThreadAborts) {
   EXPECT_DEATH(
       {
-        std::vector<void *> blocks(64);
-        for (auto &b : blocks) b = brisk_malloc(48);
-        std::thread([&] {
-          for (auto *b : blocks) brisk_free(b);
-        }).join();
+        auto blocks = freed_by_another_thread(64, 48, nothing);
         poke_word(blocks[10], (uintptr_t)g_target);
         for (int i = 0; i < 100000; i++)
           if (brisk_malloc(48) == g_target) exit(3);
       },
       "corrupted free list");
+}
+
+// Blocks of 1 KiB or less that another thread frees travel in batches
+// through the transfer cache; a thread that takes a batch follows its links
+// only to blocks that still hold the mark their free wrote, and the link
+// from one batch to the next (in the third word of a batch's first block)
+// the same way.
+namespace {
+// 512 blocks of 64 B (four batches of 128), freed by another thread, which
+// publishes them whole and then writes g_target into word `word` of block
+// `block` (before it exits: a purge pass at its exit may send the batches
+// back to their pages, which follows their links too); then malloc until
+// the blocks come back.
+void poison_a_batch_and_allocate(size_t word, size_t block) {
+  freed_by_another_thread(512, 64, [&](const std::vector<void *> &blocks) {
+    poke_word((uintptr_t *)blocks[block] + word, (uintptr_t)g_target);
+  });
+  for (int i = 0; i < 100000; i++)
+    if (brisk_malloc(64) == g_target) exit(3);
+}
+}  // namespace
+
+TEST_F(SecureDeath, PoisonedLinkOfABlockInTheTransferCacheAborts) {
+  EXPECT_DEATH(poison_a_batch_and_allocate(0, 50), "corrupted free list");
+}
+
+TEST_F(SecureDeath, PoisonedLinkBetweenTwoBatchesAborts) {
+  // Block 127 was the last of the first batch freed: its head.
+  EXPECT_DEATH(poison_a_batch_and_allocate(2, 127), "corrupted free list");
+}
+
+TEST_F(SecureDeath, DoubleFreeOfABlockInTheTransferCacheAborts) {
+  EXPECT_DEATH(
+      {
+        auto blocks = freed_by_another_thread(512, 64, nothing);
+        brisk_free(launder(blocks[200]));
+      },
+      "double free");
 }
 
 TEST_F(SecureDeath, WriteAfterFreeOfAHotBlockAborts) {
@@ -323,138 +370,6 @@ TEST_F(SecureDeath, PointerIntoASegmentHeaderAborts) {
       "free\\(0x[0-9a-f]+\\): ");
 }
 
-// ---- Guard pages ------------------------------------------------------------
-
-namespace {
-
-// A fault inside [g_guard_lo, g_guard_hi) exits with 42, any other with 43:
-// the tests below show the write stopped on a guard page, not somewhere
-// unmapped further on.
-uintptr_t g_guard_lo, g_guard_hi;
-
-void on_fault(int, siginfo_t *info, void *) {
-  uintptr_t a = (uintptr_t)info->si_addr;
-  _exit(a >= g_guard_lo && a < g_guard_hi ? 42 : 43);
-}
-
-void expect_guard(uintptr_t lo, uintptr_t hi) {
-  g_guard_lo = lo;
-  g_guard_hi = hi;
-  struct sigaction sa = {};
-  sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO;
-  sigaction(SIGSEGV, &sa, nullptr);
-}
-
-uintptr_t page_size() { return (uintptr_t)sysconf(_SC_PAGESIZE); }
-
-}  // namespace
-
-TEST_F(SecureDeath, UnderflowOfAHugeBlockFaultsBeforeReachingItsHeader) {
-  // The header's mapping fields sat 152-160 bytes before the block.
-  for (size_t back : {1u, 8u, 152u, 160u, 4000u}) {
-    SCOPED_TRACE(back);
-    EXPECT_EXIT(
-        {
-          char *p = (char *)brisk_malloc(3 * MiB);
-          expect_guard((uintptr_t)p - page_size(), (uintptr_t)p);
-          poke_byte(p - back, 0x41);
-          brisk_free(p);
-          exit(0);
-        },
-        ::testing::ExitedWithCode(42), "");
-  }
-}
-
-TEST_F(SecureDeath, OverflowPastAHugeBlockFaults) {
-  EXPECT_EXIT(
-      {
-        char *p = (char *)brisk_malloc(3 * MiB);
-        size_t usable = brisk_usable_size(p);
-        expect_guard((uintptr_t)p + usable, (uintptr_t)p + usable + page_size());
-        poke_byte(p + usable - 1, 0x41);  // the last usable byte is fine
-        poke_byte(p + usable, 0x41);
-        exit(0);
-      },
-      ::testing::ExitedWithCode(42), "");
-}
-
-TEST_F(SecureDeath, OverflowPastTheLastBlockOfASegmentFaults) {
-  // Blocks of 1 MB share a segment of 4 MiB: writing on past the last of
-  // them stops at the segment's end.
-  EXPECT_EXIT(
-      {
-        char *first = (char *)brisk_malloc(1000 * 1000);
-        uintptr_t seg = (uintptr_t)first & ~(uintptr_t)(4 * MiB - 1);
-        char *last = first;
-        for (int i = 0; i < 8; i++) {
-          char *b = (char *)brisk_malloc(1000 * 1000);
-          if (((uintptr_t)b & ~(uintptr_t)(4 * MiB - 1)) == seg && b > last) last = b;
-        }
-        expect_guard(seg + 4 * MiB - page_size(), seg + 4 * MiB);
-        for (size_t off = 0;; off += 64) poke_byte(last + off, 0x41);
-      },
-      ::testing::ExitedWithCode(42), "");
-}
-
-// A huge block that realloc shrinks, grows in place or moves keeps a guard
-// page on each side: the mapping's pieces move and resize one at a time
-// (memory.c), and a copy, which the secure library made before, is not
-// needed. The space after a shrunk block is free, so the grow that follows
-// stays in place; a page mapped right after the block forces a move.
-TEST_F(SecureDeath, GuardPagesFollowAHugeBlockThatReallocResizesOrMoves) {
-  enum { kShrink, kGrowInPlace, kMove };
-  for (int how : {kShrink, kGrowInPlace, kMove}) {
-    SCOPED_TRACE(how);
-    for (bool below : {false, true}) {
-      EXPECT_EXIT(
-          {
-            char *p = (char *)brisk_malloc(40 * MiB);
-            std::memset(p, 0x5A, 64);
-            if (how != kMove) p = (char *)brisk_realloc(p, 3 * MiB);
-            char *was = p;
-            if (how == kGrowInPlace) p = (char *)brisk_realloc(p, 30 * MiB);
-            if (how == kMove) {
-              char *end = p + brisk_usable_size(p) + page_size();
-              mmap(end, page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-              p = (char *)brisk_realloc(p, 60 * MiB);
-            }
-            if (!p || p[0] != 0x5A || p[63] != 0x5A) exit(1);
-            if ((how == kGrowInPlace) != (p == was) && how != kShrink) exit(2);
-            size_t usable = brisk_usable_size(p);
-            p[usable - 1] = 1;  // the last usable byte is the block's
-            if (below) {
-              expect_guard((uintptr_t)p - page_size(), (uintptr_t)p);
-              poke_byte(p - 1, 0x41);
-            } else {
-              expect_guard((uintptr_t)p + usable, (uintptr_t)p + usable + page_size());
-              poke_byte(p + usable, 0x41);
-            }
-            exit(0);
-          },
-          ::testing::ExitedWithCode(42), "");
-    }
-  }
-}
-
-// ... and the blocks' pages are moved, not copied: realloc of a huge block
-// calls mremap, as the release library's does.
-TEST(Secure, ReallocOfAHugeBlockMovesItsPages) {
-  brisk_stats_t s0 = {}, s1 = {};
-  s0.version = s1.version = BRISK_STATS_VERSION;
-  unsigned char *p = (unsigned char *)brisk_malloc(5 * MiB);
-  ASSERT_NE(p, nullptr);
-  for (size_t i = 0; i < 5 * MiB; i += 4096) p[i] = (unsigned char)(i >> 12);
-  ASSERT_EQ(brisk_stats_get(&s0), 0);
-  unsigned char *q = (unsigned char *)brisk_realloc(p, 50 * MiB);
-  ASSERT_NE(q, nullptr);
-  ASSERT_EQ(brisk_stats_get(&s1), 0);
-  EXPECT_GE(s1.mremap_calls - s0.mremap_calls, 1u);
-  for (size_t i = 0; i < 5 * MiB; i += 4096) ASSERT_EQ(q[i], (unsigned char)(i >> 12)) << i;
-  std::memset(q, 1, 50 * MiB);
-  brisk_free(q);
-}
-
 // ---- What the program sees ------------------------------------------------
 
 TEST(Secure, FreshBlocksAreHandedOutInUnpredictableOrder) {
@@ -551,6 +466,29 @@ TEST(Secure, HandedOutBlocksHoldNoLinkOrMark) {
     }
   }
   brisk_heap_destroy(heap);
+}
+
+// Blocks another thread freed come back through the transfer cache (or,
+// sent back, through their pages) without the words the cache wrote into
+// them: the link, the freed mark, and the third word (the block four
+// places further on the list, or the link to the next batch).
+TEST(Secure, BlocksBackFromTheTransferCacheHoldNothingOfIt) {
+  auto blocks = freed_by_another_thread(512, 64, nothing);
+  std::set<void *> freed(blocks.begin(), blocks.end());
+  std::vector<uintptr_t *> again;
+  size_t back = 0;
+  for (int i = 0; i < 100000 && back < blocks.size(); i++) {
+    auto *p = static_cast<uintptr_t *>(brisk_malloc(64));
+    ASSERT_NE(p, nullptr);
+    again.push_back(p);
+    if (!freed.count(p)) continue;
+    back++;
+    EXPECT_EQ(p[0], 0u);
+    EXPECT_EQ(p[1], 0u);
+    EXPECT_EQ(p[2], 0u) << "block " << back;
+  }
+  EXPECT_EQ(back, blocks.size());
+  for (auto *p : again) brisk_free(p);
 }
 
 TEST(Secure, CorrectUseRaisesNoAlarm) {

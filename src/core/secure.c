@@ -30,6 +30,12 @@ void _bk_secure_corrupted_link(const void *at, const void *link) {
 
 block_t *_bk_secure_corrupted_link_jump(const block_t *at) { _bk_secure_corrupted_link(at, link_get(at)); }
 
+block_t *_bk_secure_corrupted_head_jump(const block_t *head) {
+  _bk_fatal("corrupted free list: a link leads to %p, not a free block of its kind "
+            "(heap overflow or write after free?)",
+            (const void *)head);
+}
+
 void _bk_secure_bad_free(const char *call, const void *p, const char *misuse) {
   _bk_fatal("%s(%p): %s", call, p, misuse);
 }

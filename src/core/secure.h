@@ -35,6 +35,9 @@ BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_link(const void *at, const vo
  * last act, a jump, and passes no more than it must (no stack frame, no
  * register kept for the report). */
 BRISK_INTERNAL block_t *_bk_secure_corrupted_link_jump(const block_t *at);
+/* The same, for a list whose head is checked as it is popped: the link
+ * that led to it is not known any more. */
+BRISK_INTERNAL block_t *_bk_secure_corrupted_head_jump(const block_t *head);
 BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *p, const char *misuse);
 /* free(p) of a block its list is about to hand out (fast_path.h): aborts,
  * but is declared to return, as _bk_secure_corrupted_link_jump. */

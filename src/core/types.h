@@ -222,10 +222,21 @@ typedef struct hot_list {
   uint32_t block_size;
 } hot_list_t;
 /* A heap's blocks of one class on their way through the transfer cache
- * (transfer.c): other threads' blocks it freed, or took to hand out. */
+ * (transfer.c): other threads' blocks it freed, or took to hand out. A
+ * batch's first block holds the link to the next batch in word
+ * TRANSFER_WORD while the batch waits in the shared list: the second word,
+ * in the secure library the third, as its second holds the freed mark. In
+ * the secure library, the other blocks of a list hold there the block
+ * TRANSFER_AHEAD places after them, for the pop to prefetch. */
+#define TRANSFER_WORD (BRISK_SECURE ? 2 : 1)
+#define TRANSFER_AHEAD 4
 typedef struct transfer_list {
   block_t *head;
-  uint16_t count; /* PUBLISHed: statistics count these blocks as free */
+  uint16_t count;      /* PUBLISHed: statistics count these blocks as free */
+  uint32_t block_size; /* of a taken batch's blocks (the secure library checks them by it) */
+#if BRISK_SECURE
+  block_t *after[TRANSFER_AHEAD - 1]; /* a list being filled: the blocks 1, 2, ... after head */
+#endif
 } transfer_list_t;
 #define HOT_HEAP_BYTES ((size_t)4 << 20) /* all of a heap's hot lists */
 /* A heap's empty pages kept in their queues (page_queue.c): a working set
