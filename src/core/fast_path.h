@@ -135,8 +135,11 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
       page_reuse_local(pg);
       return page_pop(h, pg, size);
     }
-    transfer_list_t *tl = &h->transfer_take[_bk_direct_class[(size + 15) >> 4]];
+    unsigned cls = _bk_direct_class[(size + 15) >> 4];
+    transfer_list_t *tl = &h->transfer_take[cls];
     if (tl->head) return transfer_pop(h, tl, size);
+    tl = &h->transfer_fill[cls];
+    if (tl->head && size >= TRANSFER_REUSE_MIN) return transfer_pop(h, tl, size);
   } else if (size <= LARGE_SIZE_MAX) {
     hot_list_t *hl = &h->hot[large_size_to_class(size)];
     if (hl->head) return hot_pop(h, hl, size);

@@ -135,6 +135,7 @@ bool _bk_transfer_wants(const segment_t *seg, const page_t *pg) {
 
 void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b) {
   transfer_list_t *fill = &h->transfer_fill[cls];
+  if (!fill->head) fill->block_size = (uint32_t)_bk_class_size(cls);
 #if BRISK_SECURE
   /* The list is popped in the reverse order of these pushes, by a thread
    * on another core as a rule, whose loads of the links would wait in a
@@ -158,7 +159,8 @@ void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b) {
 
 void *_bk_transfer_malloc(heap_t *h, unsigned cls, size_t size) {
   transfer_list_t *take = &h->transfer_take[cls];
-  if (!take->head) {
+  if (!take->head && h->transfer_fill[cls].head && size >= TRANSFER_REUSE_MIN) take = &h->transfer_fill[cls];
+  else if (!take->head) {
     transfer_class_t *tc = &classes[cls];
     if (!batch_blocks[cls] || !atomic_load_explicit(&tc->count, memory_order_relaxed)) return NULL;
     /* (Realtime mode: a lock another thread holds is not waited for.) */

@@ -229,6 +229,9 @@ typedef struct hot_list {
  * the secure library, the other blocks of a list hold there the block
  * TRANSFER_AHEAD places after them, for the pop to prefetch. */
 #define TRANSFER_WORD (BRISK_SECURE ? 2 : 1)
+/* Requests of at least this many bytes may take back the blocks of other
+ * threads their own thread freed (transfer_fill), before a batch is full. */
+#define TRANSFER_REUSE_MIN 256
 #define TRANSFER_AHEAD 4
 typedef struct transfer_list {
   block_t *head;
