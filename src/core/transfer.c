@@ -1,5 +1,5 @@
-/* The transfer cache: small blocks freed by a thread that does not own
- * their page, handed in batches to any thread that allocates.
+/* The transfer cache: blocks of 8 KiB or less freed by a thread that does
+ * not own their page, handed in batches to any thread that allocates.
  *
  * A remote free used to go to the page's thread_free list, where only the
  * page's owner could take it back. An owner that sleeps while other threads
@@ -27,7 +27,7 @@
  * Locks: each class's lock is a leaf, held only to push or pop a batch. */
 #include "core/fast_path.h"
 
-#define TRANSFER_SIZE_MAX DIRECT_SIZE_MAX
+#define TRANSFER_SIZE_MAX ((size_t)8 * 1024)
 #define TRANSFER_BATCH_BYTES ((size_t)16 * 1024)
 #define TRANSFER_CAP_BYTES ((size_t)64 << 20) /* all classes together */
 
@@ -53,7 +53,7 @@ void _bk_transfer_classes_init(void) {
     size_t size = _bk_class_size(cls), n = TRANSFER_BATCH_BYTES / size;
     pthread_mutex_init(&classes[cls].lock, NULL);
     bool transfers = !BRISK_CHECKED && size <= TRANSFER_SIZE_MAX && size > TRANSFER_WORD * sizeof(void *);
-    batch_blocks[cls] = !transfers ? 0 : n < 16 ? 16 : n > 128 ? 128 : (uint16_t)n;
+    batch_blocks[cls] = !transfers ? 0 : n < 4 ? 4 : n > 128 ? 128 : (uint16_t)n;
   }
 }
 
@@ -234,7 +234,7 @@ size_t _bk_transfer_cached_blocks(unsigned cls) {
   return atomic_load_explicit(&classes[cls].count, memory_order_relaxed) * batch_blocks[cls];
 }
 
-/* The 20 classes that transfer (ThreadSanitizer's deadlock detector holds
+/* The 34 classes that transfer (ThreadSanitizer's deadlock detector holds
  * at most 64 locks a thread: all 63 failed its check). */
 void _bk_transfer_fork_lock(void) {
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++)
