@@ -36,15 +36,23 @@ typedef struct transfer_class {
   /* Batches, linked through a word of each batch's first block (the first
    * word links the batch's blocks; batch_link). Under the lock. */
   block_t *batches, *last;
-  _Atomic(size_t) count;   /* batches (relaxed: a hint to take the lock) */
-  _Atomic(uint32_t) takes; /* batches taken so far (relaxed: a hint) */
-  uint32_t takes_seen;     /* takes at the last purge pass (pass_lock) */
+  _Atomic(size_t) count; /* batches (relaxed: a hint to take the lock) */
+  _Atomic(size_t) takes; /* batches taken so far (under the lock; relaxed: a hint) */
+  size_t takes_seen;     /* takes at the last purge pass (pass_lock) */
   /* Batches waited at the last purge pass (relaxed: a hint; a forced
    * drain clears it outside the pass's lock). */
   _Atomic(bool) waited;
 } transfer_class_t;
 
 static transfer_class_t classes[CLASS_COUNT];
+
+/* A count of a class that only its lock's holder changes, so a plain add,
+ * stored atomically for the unlocked readers (relaxed: they take it as a
+ * hint). */
+static void locked_count_add(_Atomic(size_t) *count, int delta) {
+  atomic_store_explicit(count, atomic_load_explicit(count, memory_order_relaxed) + (size_t)(ptrdiff_t)delta,
+                        memory_order_relaxed);
+}
 static uint16_t batch_blocks[CLASS_COUNT]; /* 0: the class does not transfer */
 static _Atomic(size_t) cached_bytes;       /* in the shared lists (relaxed: bounds a hint) */
 
@@ -105,8 +113,7 @@ static void batch_publish(unsigned cls, block_t *first) {
   if (tc->batches) link_set(batch_link(tc->last), first);
   else tc->batches = first;
   tc->last = first;
-  atomic_store_explicit(&tc->count, atomic_load_explicit(&tc->count, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
+  locked_count_add(&tc->count, 1);
   pthread_mutex_unlock(&tc->lock);
 }
 
@@ -168,15 +175,13 @@ void *_bk_transfer_malloc(heap_t *h, unsigned cls, size_t size) {
     block_t *first = tc->batches;
     if (first) {
       tc->batches = batch_next(cls, first);
-      atomic_store_explicit(&tc->count, atomic_load_explicit(&tc->count, memory_order_relaxed) - 1,
-                            memory_order_relaxed);
+      locked_count_add(&tc->count, -1);
+      locked_count_add(&tc->takes, 1);
     }
     pthread_mutex_unlock(&tc->lock);
     if (!first) return NULL;
     atomic_fetch_sub_explicit(&cached_bytes, (size_t)batch_blocks[cls] * _bk_class_size(cls),
                               memory_order_relaxed);
-    atomic_store_explicit(&tc->takes, atomic_load_explicit(&tc->takes, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
     if (BRISK_SECURE) batch_link(first)->next = NULL; /* not handed out (block_handed_out) */
     take->head = first;
     take->block_size = (uint32_t)_bk_class_size(cls);
@@ -207,7 +212,7 @@ void _bk_transfer_drain(bool force) {
     transfer_class_t *tc = &classes[cls];
     size_t count = atomic_load_explicit(&tc->count, memory_order_relaxed);
     if (!force) {
-      uint32_t takes = atomic_load_explicit(&tc->takes, memory_order_relaxed);
+      size_t takes = atomic_load_explicit(&tc->takes, memory_order_relaxed);
       bool idle = count && takes == tc->takes_seen && atomic_load_explicit(&tc->waited, memory_order_relaxed);
       tc->takes_seen = takes;
       atomic_store_explicit(&tc->waited, count != 0, memory_order_relaxed);
