@@ -123,6 +123,16 @@ static inline __attribute__((always_inline)) block_t *transfer_pop(heap_t *h, tr
   return b;
 }
 
+/* The heap's list of other threads' blocks that a malloc of `size` (class
+ * cls) pops, or NULL: what it took from the cache, else from 256 B up what
+ * its thread freed of them itself (below, those blocks share cache lines
+ * with blocks their owner keeps: passive false sharing). */
+static inline transfer_list_t *transfer_ready(heap_t *h, unsigned cls, size_t size) {
+  if (h->transfer_take[cls].head) return &h->transfer_take[cls];
+  if (h->transfer_fill[cls].head && size >= TRANSFER_REUSE_MIN) return &h->transfer_fill[cls];
+  return NULL;
+}
+
 /* A block of at least `size` bytes: what malloc hands out, and what the
  * checked library's allocations (checked.c) are carved from. */
 static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, size_t size) {
@@ -135,11 +145,8 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
       page_reuse_local(pg);
       return page_pop(h, pg, size);
     }
-    unsigned cls = _bk_direct_class[(size + 15) >> 4];
-    transfer_list_t *tl = &h->transfer_take[cls];
-    if (tl->head) return transfer_pop(h, tl, size);
-    tl = &h->transfer_fill[cls];
-    if (tl->head && size >= TRANSFER_REUSE_MIN) return transfer_pop(h, tl, size);
+    transfer_list_t *tl = transfer_ready(h, _bk_direct_class[(size + 15) >> 4], size);
+    if (tl) return transfer_pop(h, tl, size);
   } else if (size <= LARGE_SIZE_MAX) {
     hot_list_t *hl = &h->hot[large_size_to_class(size)];
     if (hl->head) return hot_pop(h, hl, size);

@@ -102,7 +102,7 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
   /* Other threads' frees of the class (transfer.c): what the heap took of
    * them first, then its own pages, and before a fresh page another batch
    * of them. */
-  bool taken = h->transfer_take[cls].head || (h->transfer_fill[cls].head && size >= TRANSFER_REUSE_MIN);
+  bool taken = transfer_ready(h, cls, size) != NULL;
   if (!taken) {
     _bk_heap_take_delayed(h);
     BRISK_ASSERT_FULL(list_is_consistent(&h->queues[cls]) && list_is_consistent(&h->full));

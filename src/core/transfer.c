@@ -20,9 +20,9 @@
  * batch to the next, is checked as a hot list's are (fast_path.h): each
  * block keeps its freed mark, so the batch link is not in the second word
  * but in the third, and blocks of 16 bytes do not transfer there. Not in
- * the checked library (frees take effect at once), nor in realtime mode (a class's lock may be contended), nor for
- * blocks of explicit heaps (destroying one frees its pages whole), nor with
- * the leak report on.
+ * the checked library (frees take effect at once), nor in realtime mode (a
+ * class's lock may be contended), nor for blocks of explicit heaps
+ * (destroying one frees its pages whole), nor with the leak report on.
  *
  * Locks: each class's lock is a leaf, held only to push or pop a batch. */
 #include "core/fast_path.h"
@@ -45,6 +45,8 @@ typedef struct transfer_class {
 } transfer_class_t;
 
 static transfer_class_t classes[CLASS_COUNT];
+static uint16_t batch_blocks[CLASS_COUNT]; /* 0: the class does not transfer */
+static _Atomic(size_t) cached_bytes;       /* in the shared lists (relaxed: bounds a hint) */
 
 /* A count of a class that only its lock's holder changes, so a plain add,
  * stored atomically for the unlocked readers (relaxed: they take it as a
@@ -53,8 +55,6 @@ static void locked_count_add(_Atomic(size_t) *count, int delta) {
   atomic_store_explicit(count, atomic_load_explicit(count, memory_order_relaxed) + (size_t)(ptrdiff_t)delta,
                         memory_order_relaxed);
 }
-static uint16_t batch_blocks[CLASS_COUNT]; /* 0: the class does not transfer */
-static _Atomic(size_t) cached_bytes;       /* in the shared lists (relaxed: bounds a hint) */
 
 void _bk_transfer_classes_init(void) {
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
@@ -117,13 +117,6 @@ static void batch_publish(unsigned cls, block_t *first) {
   pthread_mutex_unlock(&tc->lock);
 }
 
-/* (The segment says whether an explicit heap owns it, where the owner's
- * heap struct would cost a line its thread keeps writing.) Not a block of
- * an exited thread's segment: back in its page, the segment empties and is
- * adopted or cached whole; shared, its blocks went from thread to thread
- * and kept it abandoned. Not with the leak report on: a block another live
- * thread freed into a batch it has not filled yet would be reported as
- * leaked at exit. */
 /* Empties a heap's list: returns its blocks. */
 static block_t *list_clear(transfer_list_t *tl) {
   block_t *first = tl->head;
@@ -135,6 +128,13 @@ static block_t *list_clear(transfer_list_t *tl) {
   return first;
 }
 
+/* (The segment says whether an explicit heap owns it, where the owner's
+ * heap struct would cost a line its thread keeps writing.) Not a block of
+ * an exited thread's segment: back in its page, the segment empties and is
+ * adopted or cached whole; shared, its blocks went from thread to thread
+ * and kept it abandoned. Not with the leak report on: a block another live
+ * thread freed into a batch it has not filled yet would be reported as
+ * leaked at exit. */
 bool _bk_transfer_wants(const segment_t *seg, const page_t *pg) {
   return batch_blocks[pg->size_class] && PEEK(seg->state) == SEG_STATE_OWNED && !PEEK(seg->of_explicit_heap) &&
       !_bk_opt.realtime && !_bk_opt.leak_report;
@@ -165,9 +165,9 @@ void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b) {
 }
 
 void *_bk_transfer_malloc(heap_t *h, unsigned cls, size_t size) {
-  transfer_list_t *take = &h->transfer_take[cls];
-  if (!take->head && h->transfer_fill[cls].head && size >= TRANSFER_REUSE_MIN) take = &h->transfer_fill[cls];
-  else if (!take->head) {
+  transfer_list_t *take = transfer_ready(h, cls, size);
+  if (!take) {
+    take = &h->transfer_take[cls];
     transfer_class_t *tc = &classes[cls];
     if (!batch_blocks[cls] || !atomic_load_explicit(&tc->count, memory_order_relaxed)) return NULL;
     /* (Realtime mode: a lock another thread holds is not waited for.) */
