@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -455,4 +456,39 @@ TEST(Checked, PoolPoisonsFreedObjects) {
   EXPECT_EQ(poisoned, 64 - sizeof(void *));
   brisk_pool_free(pool, keep);
   brisk_pool_destroy(pool);
+}
+
+// The free of a block checks the trailer of the block before it (the last
+// 24 bytes before it: requested size, offset, two stack ids, seal). A
+// thread writing that trailer (its malloc or free) stores SEAL_WRITING
+// (core.h) in the seal first; a preempted writer can leave it so for
+// milliseconds on a loaded machine. The check must wait for the seal, not
+// report an underflow: it once gave up after 100 yields, and tests aborted
+// under ThreadSanitizer with "heap buffer underflow" on correct programs.
+TEST(Checked, ATrailerBeingWrittenByAnotherThreadIsWaitedFor) {
+  // Two neighbours: of 32 blocks of a class, the two closest.
+  char *p[32];
+  for (auto &q : p) q = static_cast<char *>(brisk_malloc(200));
+  char *a = nullptr, *b = nullptr;
+  ptrdiff_t best = PTRDIFF_MAX;
+  for (char *x : p)
+    for (char *y : p)
+      if (y > x && y - x < best) best = y - x, a = x, b = y;
+  auto *requested = reinterpret_cast<uint64_t *>(b - 24);
+  auto *seal = reinterpret_cast<uint32_t *>(b - 4);
+  uint64_t requested_was = __atomic_load_n(requested, __ATOMIC_RELAXED);
+  uint32_t seal_was = __atomic_load_n(seal, __ATOMIC_RELAXED);
+  // As a's malloc leaves it when preempted between two fields.
+  __atomic_store_n(seal, 0x7f3c91d5u, __ATOMIC_RELAXED);
+  __atomic_store_n(requested, ~requested_was, __ATOMIC_RELEASE);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    __atomic_store_n(requested, requested_was, __ATOMIC_RELEASE);
+    __atomic_store_n(seal, seal_was, __ATOMIC_RELEASE);
+  });
+  brisk_free(b);  // aborted before the writer was done
+  writer.join();
+  EXPECT_EQ(brisk_usable_size(a), 200u);  // its trailer whole again
+  for (char *q : p)
+    if (q != b) brisk_free(q);
 }

@@ -62,24 +62,35 @@ static void check_canary(const checked_call_t *call, const block_view_t *v) {
 }
 
 /* Whether the block in v was handed out in its page's present life (a huge
- * block: always). */
+ * block: always). Acquire: a block counted is one whose trailer reads as
+ * being written or written (_bk_checked_handed_out). */
 static bool handed_out_before(const block_view_t *v) {
-  return !v->pg || (size_t)(v->start - v->pg->start) / v->size < PEEK(v->pg->handed_out);
+  return !v->pg ||
+      (size_t)(v->start - v->pg->start) / v->size < __atomic_load_n(&v->pg->handed_out, __ATOMIC_ACQUIRE);
 }
 
 /* The trailer of the block before v's in its page ends where v's block
  * starts: an underflow of v's block breaks it (or an overflow of that
  * block past its canary). Checked when that block was handed out in the
  * page's present life, so its trailer must check, live or freed. Another
- * thread may be writing it at this moment (a malloc or free of that block
- * stores its fields, then the seal): a trailer that does not check is read
- * again, after yields, before it is reported. */
+ * thread may be writing it at this moment (a malloc or free of that
+ * block): while it reads as being written it is read again, for up to 10
+ * seconds (a writer preempted mid-way stalls it for milliseconds on a
+ * loaded machine; 100 yields once were not enough). */
 static void check_block_before(const checked_call_t *call, const block_view_t *v, const void *p) {
   block_view_t before;
   if (!v->pg || v->start == v->pg->start || !_bk_block_view(v->start - 1, &before) || !handed_out_before(&before))
     return;
-  for (int tries = 0; before.state == BLOCK_UNKNOWN && tries < 100; tries++) {
-    _bk_os_yield();
+  uint64_t deadline = 0;
+  for (int tries = 0; before.in_flux; tries++) {
+    if (tries < 100) {
+      _bk_os_yield();
+    } else {
+      uint64_t now = _bk_os_now_ms();
+      if (!deadline) deadline = now + 10000;
+      if (now > deadline) break;
+      _bk_os_sleep_ms(1);
+    }
     _bk_block_view(v->start - 1, &before);
   }
   if (before.state != BLOCK_UNKNOWN) return;

@@ -24,32 +24,53 @@ static const uint32_t state_mark[] = {
     [BLOCK_UNKNOWN] = 0, [BLOCK_LIVE] = 0x4c495645, [BLOCK_FREED] = 0x46524545, [BLOCK_DROPPED] = 0x44524f50};
 static const uint32_t kind_mark[] = {[ALLOC_MALLOC] = 0, [ALLOC_NEW] = 0x3a4e4557, [ALLOC_NEW_ARRAY] = 0x5b4e4557};
 
-/* A trailer's fields are PUBLISHed and PEEKed: the check of the block after
- * it (check_block_before, checked.c) reads them on any thread, while the
- * block's own malloc or free may be writing them; a mix of old and new
- * fields does not check, and that reader reads again. */
+/* A trailer is written on one thread and read on any: the check of the
+ * block after it (check_block_before, checked.c) runs in that block's
+ * free, while this block's own malloc or free may be rewriting it. So
+ * its writes are a seqlock: the seal is set to SEAL_WRITING first, the
+ * fields are stored with release (none is seen before that mark), the
+ * seal last with release. A reader loads the seal (acquire), the fields
+ * (acquire: the second load of the seal is not done before them) and the
+ * seal again: the same seal twice, not the mark, means the fields are
+ * the ones it seals. Else the view is in_flux and the reader reads again;
+ * a writer preempted in between (a loaded machine) can take milliseconds,
+ * and "does not check" must not be said of a trailer being written. */
+#define TRAILER_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELEASE)
+#define TRAILER_LOAD(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
+
+static void trailer_write_begin(trailer_t *t) { PUBLISH(t->seal, SEAL_WRITING); }
+
 static uint32_t seal_base(const block_view_t *v, const trailer_t *t) {
-  uint64_t x = (uint64_t)(uintptr_t)v->start ^ PEEK(t->requested) * 0x9e3779b97f4a7c15ull;
-  x ^= ((uint64_t)PEEK(t->offset) << 32 | PEEK(t->alloc_stack)) * 0xc2b2ae3d27d4eb4full;
+  uint64_t x = (uint64_t)(uintptr_t)v->start ^ TRAILER_LOAD(t->requested) * 0x9e3779b97f4a7c15ull;
+  x ^= ((uint64_t)TRAILER_LOAD(t->offset) << 32 | TRAILER_LOAD(t->alloc_stack)) * 0xc2b2ae3d27d4eb4full;
   /* Every byte of the trailer counts: an underflow of the block after
    * this one lands in it. */
-  x ^= ((uint64_t)PEEK(t->free_stack) << 32 ^ (uint64_t)v->size) * 0x165667b19e3779f9ull;
+  x ^= ((uint64_t)TRAILER_LOAD(t->free_stack) << 32 ^ (uint64_t)v->size) * 0x165667b19e3779f9ull;
   x ^= x >> 31;
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 29;
   return (uint32_t)x;
 }
 
+/* The seal of a trailer whose fields hash to base; never the mark. */
+static uint32_t seal_of(uint32_t base, enum block_state state, enum alloc_kind kind) {
+  uint32_t seal = base ^ state_mark[state] ^ kind_mark[kind];
+  return seal == SEAL_WRITING ? seal ^ 1 : seal;
+}
+
 static enum block_state state_of(block_view_t *v) {
   const trailer_t *t = v->trailer;
-  uint32_t offset = PEEK(t->offset);
-  if (v->size < CHECKED_MIN_BLOCK || offset > v->size - CHECKED_OVERHEAD ||
-      PEEK(t->requested) > v->size - CHECKED_OVERHEAD - offset)
+  uint32_t seal = TRAILER_LOAD(t->seal);
+  uint32_t offset = TRAILER_LOAD(t->offset);
+  uint64_t requested = TRAILER_LOAD(t->requested);
+  uint32_t base = seal_base(v, t);
+  v->in_flux = seal == SEAL_WRITING || PEEK(t->seal) != seal;
+  if (v->in_flux || v->size < CHECKED_MIN_BLOCK || offset > v->size - CHECKED_OVERHEAD ||
+      requested > v->size - CHECKED_OVERHEAD - offset)
     return BLOCK_UNKNOWN;
-  uint32_t base = seal_base(v, t), seal = PEEK(t->seal);
   for (int k = 0; k < ALLOC_KINDS; k++)
     for (int s = BLOCK_LIVE; s <= BLOCK_DROPPED; s++)
-      if (seal == (base ^ state_mark[s] ^ kind_mark[k])) {
+      if (seal == seal_of(base, (enum block_state)s, (enum alloc_kind)k)) {
         v->kind = (enum alloc_kind)k;
         return (enum block_state)s;
       }
@@ -90,8 +111,8 @@ bool _bk_block_view(const void *p, block_view_t *v) {
   return true;
 }
 
-void _bk_block_seal(block_view_t *v, enum block_state state) {
-  PUBLISH(v->trailer->seal, seal_base(v, v->trailer) ^ state_mark[state] ^ kind_mark[v->kind]);
+static void block_seal(block_view_t *v, enum block_state state) {
+  TRAILER_STORE(v->trailer->seal, seal_of(seal_base(v, v->trailer), state, v->kind));
   v->state = state;
 }
 
@@ -99,11 +120,12 @@ void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32
                         enum alloc_kind kind) {
   trailer_t *t = v->trailer;
   v->kind = kind;
-  PUBLISH(t->requested, requested);
-  PUBLISH(t->offset, (uint32_t)((const uint8_t *)p - v->start));
-  PUBLISH(t->alloc_stack, alloc_stack);
-  PUBLISH(t->free_stack, 0);
-  _bk_block_seal(v, BLOCK_LIVE);
+  trailer_write_begin(t);
+  TRAILER_STORE(t->requested, requested);
+  TRAILER_STORE(t->offset, (uint32_t)((const uint8_t *)p - v->start));
+  TRAILER_STORE(t->alloc_stack, alloc_stack);
+  TRAILER_STORE(t->free_stack, 0);
+  block_seal(v, BLOCK_LIVE);
   uint8_t *end = (uint8_t *)p + requested;
   size_t room = (size_t)((uint8_t *)t - end);
   memset(end, CANARY_BYTE, room < CANARY_MAX ? room : CANARY_MAX);
@@ -117,8 +139,9 @@ const uint8_t *_bk_block_canary_broken(const block_view_t *v) {
 
 void _bk_block_mark_freed(block_view_t *v, enum block_state state, uint32_t free_stack) {
   trailer_t *t = v->trailer;
-  PUBLISH(t->free_stack, free_stack);
-  _bk_block_seal(v, state);
+  trailer_write_begin(t);
+  TRAILER_STORE(t->free_stack, free_stack);
+  block_seal(v, state);
   if (!v->pg) {
     v->seg->live = 0;
     return;
@@ -209,7 +232,11 @@ void _bk_checked_handed_out(block_t *b) {
         call->fn, (void *)b, _bk_block_describe(&v, what, sizeof what), (void *)b->next /* as stored */);
   uint32_t index = (uint32_t)((size_t)((uint8_t *)b - pg->start) / v.size);
   if (index >= pg->handed_out) { /* fresh: its bytes are whatever the page held before */
-    PUBLISH(pg->handed_out, index + 1);
+    /* Marked before it counts as handed out (release; handed_out_before
+     * loads with acquire): a check of the block after it waits for its
+     * trailer, where it would find the bytes of the page's past. */
+    trailer_write_begin(v.trailer);
+    __atomic_store_n(&pg->handed_out, index + 1, __ATOMIC_RELEASE);
     return;
   }
   if (v.state != BLOCK_FREED)

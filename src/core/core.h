@@ -288,6 +288,8 @@ typedef struct trailer {
   uint32_t free_stack;
   uint32_t seal; /* a hash of the fields above, the block and its state */
 } trailer_t;
+/* The seal while a thread writes the fields (checked_block.c). */
+#define SEAL_WRITING 0x7f3c91d5u
 #define CANARY_BYTE 0xab
 #define CANARY_MAX 4096 /* canary bytes written and checked at most */
 #define FREED_BYTE 0xdf
@@ -312,6 +314,7 @@ typedef struct block_view {
   trailer_t *trailer;
   enum block_state state;
   enum alloc_kind kind; /* known with the state */
+  bool in_flux;         /* the trailer was being written: read it again */
 } block_view_t;
 
 /* The entry point a check runs under: its name for the messages and the
@@ -325,7 +328,6 @@ extern __thread const checked_call_t *_bk_checked_call BRISK_TLS BRISK_INTERNAL;
 
 /* The block holding p; false when p is not in a block of brisk's. */
 BRISK_INTERNAL bool _bk_block_view(const void *p, block_view_t *v);
-BRISK_INTERNAL void _bk_block_seal(block_view_t *v, enum block_state state);
 /* A block handed out as p with `requested` bytes: trailer and canary. */
 BRISK_INTERNAL void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32_t alloc_stack,
                                        enum alloc_kind kind);
