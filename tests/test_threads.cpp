@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -360,7 +361,10 @@ TEST(Threads, RemoteFreesIntoAPageItsOwnerTookOffTheFullList) {
 // at most 165 MB live. Blocks on their way through the cache are not live
 // in the statistics either.
 namespace {
-void blocks_freed_for_a_sleeping_owner_serve_other_threads(size_t size) {
+// With pass_first, a shared purge pass runs between the frees and the
+// mallocs: at the exit of the thread that freed them, a second after the
+// last pass (the interval of passes with nothing else waiting).
+void blocks_freed_for_a_sleeping_owner_serve_other_threads(size_t size, bool pass_first = false) {
   SCOPED_TRACE(size);
   brisk_collect();                       // (empties the cache of what tests before left in it)
   const size_t n = (size_t{2} << 20) / size;  // 2 MiB of blocks, in whole batches
@@ -384,6 +388,7 @@ void blocks_freed_for_a_sleeping_owner_serve_other_threads(size_t size) {
   const unsigned cls = class_for(before, size);
   std::thread([&] {
     for (void *p : blocks) brisk_free(p);
+    if (pass_first) std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   }).join();
   const brisk_stats_t after = stats_now();
   EXPECT_EQ(before.class_live_blocks[cls] - after.class_live_blocks[cls], n)
@@ -412,6 +417,16 @@ void blocks_freed_for_a_sleeping_owner_serve_other_threads(size_t size) {
 TEST(Threads, BlocksFreedForASleepingOwnerServeOtherThreads) {
   if (BRISK_TEST_CHECKED) GTEST_SKIP() << "the checked library frees every block to its page";
   for (size_t size : {size_t{128}, size_t{4096}, size_t{8192}}) blocks_freed_for_a_sleeping_owner_serve_other_threads(size);
+}
+
+// A purge pass sends a class's batches back to their pages only when they
+// waited through the pass before it with none taken. It sent back those
+// that had just come: at a thread's exit, whose pass is often the first
+// due, every batch the thread had freed went back to its sleeping owner,
+// and the next thread got none of them.
+TEST(Threads, BatchesFreedJustBeforeAPurgePassStillServeOtherThreads) {
+  if (BRISK_TEST_CHECKED) GTEST_SKIP() << "the checked library frees every block to its page";
+  blocks_freed_for_a_sleeping_owner_serve_other_threads(128, true);
 }
 
 // A thread that frees another thread's blocks of 256 B or more takes them
