@@ -478,8 +478,9 @@ TEST(Checked, ATrailerBeingWrittenByAnotherThreadIsWaitedFor) {
   auto *seal = reinterpret_cast<uint32_t *>(b - 4);
   uint64_t requested_was = __atomic_load_n(requested, __ATOMIC_RELAXED);
   uint32_t seal_was = __atomic_load_n(seal, __ATOMIC_RELAXED);
+  const uint32_t seal_writing = 0x7f3c91d5u;  // SEAL_WRITING (core.h)
   // As a's malloc leaves it when preempted between two fields.
-  __atomic_store_n(seal, 0x7f3c91d5u, __ATOMIC_RELAXED);
+  __atomic_store_n(seal, seal_writing, __ATOMIC_RELAXED);
   __atomic_store_n(requested, ~requested_was, __ATOMIC_RELEASE);
   std::thread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -65,8 +65,7 @@ static void check_canary(const checked_call_t *call, const block_view_t *v) {
  * block: always). Acquire: a block counted is one whose trailer reads as
  * being written or written (_bk_checked_handed_out). */
 static bool handed_out_before(const block_view_t *v) {
-  return !v->pg ||
-      (size_t)(v->start - v->pg->start) / v->size < __atomic_load_n(&v->pg->handed_out, __ATOMIC_ACQUIRE);
+  return !v->pg || (size_t)(v->start - v->pg->start) / v->size < CHECKED_PEEK(v->pg->handed_out);
 }
 
 /* The trailer of the block before v's in its page ends where v's block
@@ -81,16 +80,9 @@ static void check_block_before(const checked_call_t *call, const block_view_t *v
   block_view_t before;
   if (!v->pg || v->start == v->pg->start || !_bk_block_view(v->start - 1, &before) || !handed_out_before(&before))
     return;
-  uint64_t deadline = 0;
-  for (int tries = 0; before.in_flux; tries++) {
-    if (tries < 100) {
-      _bk_os_yield();
-    } else {
-      uint64_t now = _bk_os_now_ms();
-      if (!deadline) deadline = now + 10000;
-      if (now > deadline) break;
-      _bk_os_sleep_ms(1);
-    }
+  for (int tries = 0; before.in_flux && tries < 100 + 10000; tries++) {
+    if (tries < 100) _bk_os_yield();
+    else _bk_os_sleep_ms(1); /* 10 000 naps of 1 ms or more: 10 s at least */
     _bk_block_view(v->start - 1, &before);
   }
   if (before.state != BLOCK_UNKNOWN) return;

@@ -35,17 +35,14 @@ static const uint32_t kind_mark[] = {[ALLOC_MALLOC] = 0, [ALLOC_NEW] = 0x3a4e455
  * the ones it seals. Else the view is in_flux and the reader reads again;
  * a writer preempted in between (a loaded machine) can take milliseconds,
  * and "does not check" must not be said of a trailer being written. */
-#define TRAILER_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELEASE)
-#define TRAILER_LOAD(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
-
 static void trailer_write_begin(trailer_t *t) { PUBLISH(t->seal, SEAL_WRITING); }
 
 static uint32_t seal_base(const block_view_t *v, const trailer_t *t) {
-  uint64_t x = (uint64_t)(uintptr_t)v->start ^ TRAILER_LOAD(t->requested) * 0x9e3779b97f4a7c15ull;
-  x ^= ((uint64_t)TRAILER_LOAD(t->offset) << 32 | TRAILER_LOAD(t->alloc_stack)) * 0xc2b2ae3d27d4eb4full;
+  uint64_t x = (uint64_t)(uintptr_t)v->start ^ CHECKED_PEEK(t->requested) * 0x9e3779b97f4a7c15ull;
+  x ^= ((uint64_t)CHECKED_PEEK(t->offset) << 32 | CHECKED_PEEK(t->alloc_stack)) * 0xc2b2ae3d27d4eb4full;
   /* Every byte of the trailer counts: an underflow of the block after
    * this one lands in it. */
-  x ^= ((uint64_t)TRAILER_LOAD(t->free_stack) << 32 ^ (uint64_t)v->size) * 0x165667b19e3779f9ull;
+  x ^= ((uint64_t)CHECKED_PEEK(t->free_stack) << 32 ^ (uint64_t)v->size) * 0x165667b19e3779f9ull;
   x ^= x >> 31;
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 29;
@@ -60,9 +57,9 @@ static uint32_t seal_of(uint32_t base, enum block_state state, enum alloc_kind k
 
 static enum block_state state_of(block_view_t *v) {
   const trailer_t *t = v->trailer;
-  uint32_t seal = TRAILER_LOAD(t->seal);
-  uint32_t offset = TRAILER_LOAD(t->offset);
-  uint64_t requested = TRAILER_LOAD(t->requested);
+  uint32_t seal = CHECKED_PEEK(t->seal);
+  uint32_t offset = CHECKED_PEEK(t->offset);
+  uint64_t requested = CHECKED_PEEK(t->requested);
   uint32_t base = seal_base(v, t);
   v->in_flux = seal == SEAL_WRITING || PEEK(t->seal) != seal;
   if (v->in_flux || v->size < CHECKED_MIN_BLOCK || offset > v->size - CHECKED_OVERHEAD ||
@@ -112,7 +109,7 @@ bool _bk_block_view(const void *p, block_view_t *v) {
 }
 
 static void block_seal(block_view_t *v, enum block_state state) {
-  TRAILER_STORE(v->trailer->seal, seal_of(seal_base(v, v->trailer), state, v->kind));
+  CHECKED_PUBLISH(v->trailer->seal, seal_of(seal_base(v, v->trailer), state, v->kind));
   v->state = state;
 }
 
@@ -121,10 +118,10 @@ void _bk_block_set_live(block_view_t *v, const void *p, size_t requested, uint32
   trailer_t *t = v->trailer;
   v->kind = kind;
   trailer_write_begin(t);
-  TRAILER_STORE(t->requested, requested);
-  TRAILER_STORE(t->offset, (uint32_t)((const uint8_t *)p - v->start));
-  TRAILER_STORE(t->alloc_stack, alloc_stack);
-  TRAILER_STORE(t->free_stack, 0);
+  CHECKED_PUBLISH(t->requested, requested);
+  CHECKED_PUBLISH(t->offset, (uint32_t)((const uint8_t *)p - v->start));
+  CHECKED_PUBLISH(t->alloc_stack, alloc_stack);
+  CHECKED_PUBLISH(t->free_stack, 0);
   block_seal(v, BLOCK_LIVE);
   uint8_t *end = (uint8_t *)p + requested;
   size_t room = (size_t)((uint8_t *)t - end);
@@ -140,7 +137,7 @@ const uint8_t *_bk_block_canary_broken(const block_view_t *v) {
 void _bk_block_mark_freed(block_view_t *v, enum block_state state, uint32_t free_stack) {
   trailer_t *t = v->trailer;
   trailer_write_begin(t);
-  TRAILER_STORE(t->free_stack, free_stack);
+  CHECKED_PUBLISH(t->free_stack, free_stack);
   block_seal(v, state);
   if (!v->pg) {
     v->seg->live = 0;
@@ -236,7 +233,7 @@ void _bk_checked_handed_out(block_t *b) {
      * loads with acquire): a check of the block after it waits for its
      * trailer, where it would find the bytes of the page's past. */
     trailer_write_begin(v.trailer);
-    __atomic_store_n(&pg->handed_out, index + 1, __ATOMIC_RELEASE);
+    CHECKED_PUBLISH(pg->handed_out, index + 1);
     return;
   }
   if (v.state != BLOCK_FREED)

@@ -290,6 +290,12 @@ typedef struct trailer {
 } trailer_t;
 /* The seal while a thread writes the fields (checked_block.c). */
 #define SEAL_WRITING 0x7f3c91d5u
+/* Stores and loads of the checked library's fields that other threads
+ * read in order: a trailer's (a seqlock, checked_block.c) and a page's
+ * handed_out count, published after the trailer of the block it counts
+ * is marked as being written. */
+#define CHECKED_PUBLISH(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELEASE)
+#define CHECKED_PEEK(field) __atomic_load_n(&(field), __ATOMIC_ACQUIRE)
 #define CANARY_BYTE 0xab
 #define CANARY_MAX 4096 /* canary bytes written and checked at most */
 #define FREED_BYTE 0xdf
