@@ -425,8 +425,11 @@ TEST(Generations, FreePagesLeftByExitedThreadsArePurgedAtExit) {
 // the second was purged at once, and a program whose threads come and go
 // kept faulting pages in, or, once that looked like a rebuild, kept 25-100
 // MiB unpurged for threads that had touched a few MiB).
+// (A third thread lives through the check: when the last thread of a group
+// exits, the group's memory is purged at once, the test below.)
 TEST(ShortThreads, CachedSegmentsAreWeighedByWhatTheirBlocksTouched) {
   brisk_free(brisk_malloc(16));  // the process is set up
+  bt::LiveThread keeper;
   const bt::OsCalls before = bt::os_calls();
   std::mutex mu;
   std::condition_variable cv;
@@ -454,4 +457,87 @@ TEST(ShortThreads, CachedSegmentsAreWeighedByWhatTheirBlocksTouched) {
   size_t in_tiers = 0;
   for (const brisk_tier_stats_t &t : st.tiers) in_tiers += t.committed;
   EXPECT_LE(st.committed - in_tiers, 2 * bt::MiB) << "the cache reports its segments as resident in full";
+}
+
+// Committed bytes other than the calling thread's own live blocks and pages.
+static size_t committed_beyond(const brisk_stats_t &st, const brisk_stats_t &base) {
+  return st.committed > base.committed ? st.committed - base.committed : 0;
+}
+
+// When the last thread of a group exits, what the group freed goes back to
+// the OS at once, as glibc's arenas trim as they empty: the segments of
+// exited threads that other threads' frees emptied (those frees made while
+// the owner lived wait in the transfer cache, in batches) and the cache's
+// unpurged segments. Before, they stayed resident until a purge pass, which
+// needs a slow path to run (thread churn: 10-12 MiB resident after the last
+// join, against glibc's 2).
+TEST(ShortThreads, TheLastThreadOfAGroupGivesBackWhatTheGroupFreed) {
+  brisk_free(brisk_malloc(16));  // the process is set up; this thread has a heap
+  const size_t kBlocks = 20000;
+  std::vector<void *> handed(kBlocks);
+  const brisk_stats_t before = bt::stats_now();
+  std::mutex mu;
+  std::condition_variable cv;
+  int step = 0;  // 1: handed out, 2: freed by the consumer, 3: producer gone
+  auto wait_for = [&](int s) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return step >= s; });
+  };
+  auto reach = [&](int s) {
+    std::lock_guard<std::mutex> lock(mu);
+    step = s;
+    cv.notify_all();
+  };
+  std::thread producer([&] {
+    for (size_t i = 0; i < kBlocks; ++i) {
+      ASSERT_NE(handed[i] = brisk_malloc(64 + i % 3 * 16), nullptr);
+      std::memset(handed[i], 1, 64);
+    }
+    std::vector<void *> own(2000);  // freed by their owner: free pages
+    for (auto &p : own) ASSERT_NE(p = brisk_malloc(3000), nullptr);
+    for (void *p : own) brisk_free(p);
+    reach(1);
+    wait_for(2);  // the owner lives while its blocks are freed: they go in batches
+  });
+  std::thread consumer([&] {
+    brisk_free(brisk_malloc(16));  // a heap of its own
+    wait_for(1);
+    for (void *p : handed) brisk_free(p);
+    reach(2);
+    wait_for(3);  // the group's last thread
+  });
+  producer.join();
+  reach(3);
+  consumer.join();
+  const brisk_stats_t st = bt::stats_now();
+  EXPECT_EQ(st.abandoned_segments, 0u) << "a segment of an exited thread was not released";
+  EXPECT_LE(committed_beyond(st, before), 1 * bt::MiB)
+      << "committed: " << bt::mib(before.committed) << " before the threads, " << bt::mib(st.committed) << " after";
+}
+
+// A program that runs one short thread after another reuses warm what the
+// one before freed: the last exit of a group purges at most a few times a
+// purge delay (each thread faulting in again what the last one freed took
+// 1.9x the time).
+TEST(ShortThreads, OneThreadAfterAnotherReusesWarmMemory) {
+  const long long delay = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
+  brisk_free(brisk_malloc(16));
+  auto work = [] {
+    std::vector<void *> blocks(2000);  // (well within what the cache keeps unpurged)
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_NE(blocks[i] = brisk_malloc(16 + i % 25 * 32), nullptr);
+      std::memset(blocks[i], 1, 16);
+    }
+    for (void *p : blocks) brisk_free(p);
+  };
+  int purging_exits = 0;
+  for (int i = 0; i < 20; ++i) {
+    const size_t madvise = bt::os_calls().madvise;
+    std::thread(work).join();
+    purging_exits += bt::os_calls().madvise != madvise;
+  }
+  EXPECT_GE(purging_exits, 1) << "no group's end gave its memory back";
+  EXPECT_LE(purging_exits, 4) << "thread exits purged what the next thread reuses";
+  brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
 }

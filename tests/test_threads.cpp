@@ -456,9 +456,12 @@ TEST(Threads, AThreadReusesOtherThreadsBlocksItFreedFrom256Bytes) {
 // Blocks of an exited thread's segment that another thread frees go back
 // to their pages, not round the transfer cache: the segment empties, and
 // the next thread that needs a page adopts it whole. Shared, they went
-// from thread to thread and kept the segment abandoned.
+// from thread to thread and kept the segment abandoned. (A thread lives
+// throughout: the exits are not the last of a group, which would purge the
+// emptied segment into the cache, test_reuse.cpp.)
 TEST(Threads, BlocksOfAnExitedThreadGoBackToItsSegment) {
   brisk_collect();
+  bt::LiveThread keeper;
   const size_t n = 4096;  // 64 B blocks: 256 KiB, whole batches of the cache
   std::vector<void *> blocks(n);
   std::thread([&] {

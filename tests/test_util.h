@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -266,6 +268,40 @@ void on_fresh_thread(F f) {
   std::thread t(f);
   t.join();
 }
+
+// A thread with a heap of its own that lives as long as this object: while
+// it does, the exit of another thread is not the last of a group, which
+// purges what the group freed (core/purge.c), for tests of what exited
+// threads leave to the threads that live on.
+class LiveThread {
+ public:
+  LiveThread() : thread_([this] { run(); }) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return ready_; });
+  }
+  ~LiveThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    void *p = brisk_malloc(64);
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return done_; });
+    brisk_free(p);
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ = false, done_ = false;
+  std::thread thread_;
+};
 
 // ---- The C++ layer (test_cpp_allocator.cpp, test_cpp_pmr_pool.cpp) ----------
 // (Not the types of overaligned_types.h, which the operator new/delete tests

@@ -113,14 +113,15 @@ static bool settle(segment_t *seg, uint64_t now, bool force) {
 }
 
 /* Releases abandoned segments that remote frees have emptied, so memory of
- * exited threads returns even if no thread ever adopts it. */
-size_t _bk_abandoned_drain(void) {
+ * exited threads returns even if no thread ever adopts it; with force, the
+ * free pages of those still holding blocks are purged too, idle or not. */
+size_t _bk_abandoned_drain(bool force) {
   size_t n = abandoned_total(), released = 0;
   list_t keep = {0};
   while (n-- > 0) {
     segment_t *seg = _bk_abandoned_pop(PAGED_KINDS);
     if (!seg) break;
-    if (settle(seg, _bk_os_now_ms(), false)) list_push_front(&keep, &seg->link);
+    if (settle(seg, _bk_os_now_ms(), force)) list_push_front(&keep, &seg->link);
     else released++;
   }
   push_back_all(&keep);

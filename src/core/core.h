@@ -145,6 +145,7 @@ BRISK_INTERNAL bool _bk_segment_cache_put(segment_t *seg);
 /* flags: SLOTS_LARGEST or 0 */
 BRISK_INTERNAL segment_t *_bk_segment_cache_take(size_t min_size, size_t max_size, unsigned kind, unsigned flags);
 BRISK_INTERNAL void _bk_segment_cache_purge(uint64_t now, bool force);
+BRISK_INTERNAL void _bk_segment_cache_purge_all(void);
 BRISK_INTERNAL size_t _bk_segment_cache_bytes(void);
 
 /* ---- abandon.c: segments of exited threads ------------------------------ */
@@ -154,7 +155,7 @@ BRISK_INTERNAL void _bk_abandoned_trim(size_t keep);
 BRISK_INTERNAL void _bk_abandoned_push(segment_t *seg);
 BRISK_INTERNAL uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter);
 BRISK_INTERNAL bool _bk_abandoned_adopt(heap_t *h, unsigned kind);
-BRISK_INTERNAL size_t _bk_abandoned_drain(void);
+BRISK_INTERNAL size_t _bk_abandoned_drain(bool force);
 /* For the layers above: fn on each abandoned segment, held off the list
  * meanwhile, until fn returns nonzero (which this returns). */
 BRISK_INTERNAL int _bk_abandoned_foreach(int (*fn)(segment_t *, void *), void *arg);
@@ -248,6 +249,7 @@ BRISK_INTERNAL void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b);
 BRISK_INTERNAL void *_bk_transfer_malloc(heap_t *h, unsigned cls, size_t size);
 BRISK_INTERNAL void _bk_transfer_flush_heap(heap_t *h);
 BRISK_INTERNAL void _bk_transfer_drain(bool force);
+BRISK_INTERNAL void _bk_transfer_drain_orphans(void);
 BRISK_INTERNAL size_t _bk_transfer_cached_blocks(unsigned cls);
 BRISK_INTERNAL void _bk_transfer_fork_lock(void);
 BRISK_INTERNAL void _bk_transfer_fork_unlock(void);
@@ -387,6 +389,7 @@ static inline uint64_t heap_requested(const heap_t *h) {
 BRISK_INTERNAL heap_t *_bk_heap_create(bool is_explicit);
 BRISK_INTERNAL void _bk_heap_unregister(heap_t *h);
 BRISK_INTERNAL size_t _bk_heaps_live(void);
+BRISK_INTERNAL size_t _bk_thread_heaps_live(void); /* (explicit heaps not counted) */
 BRISK_INTERNAL void _bk_heap_release_all(heap_t *h);
 BRISK_INTERNAL void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force);
 BRISK_INTERNAL void _bk_heap_collect_own(bool force);
@@ -419,6 +422,7 @@ extern __thread int _bk_locks_held BRISK_TLS BRISK_INTERNAL;
 BRISK_INTERNAL void _bk_purge_note_pending(void);
 BRISK_INTERNAL void _bk_purge_maybe(heap_t *h);
 BRISK_INTERNAL void _bk_purge_tick(uint64_t now);
+BRISK_INTERNAL void _bk_purge_thread_exited(bool group_ended);
 BRISK_INTERNAL void _bk_purge_release_all(void);
 BRISK_INTERNAL void _bk_purge_quiesce(void);
 BRISK_INTERNAL void _bk_purge_fork_lock(void);

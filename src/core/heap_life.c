@@ -13,9 +13,11 @@ static list_t registry;          /* live heaps */
 static quarantine_t spare_heaps; /* structs of exited threads and destroyed heaps, for reuse */
 static uint64_t exited_totals[4];
 static _Atomic(uint64_t) next_uid = 1; /* relaxed: uniqueness needs only atomicity */
-static _Atomic(size_t) live_heaps;     /* relaxed: a hint for thread_exit.c's purge */
+/* Relaxed: hints for thread_exit.c's purges. */
+static _Atomic(size_t) live_heaps, live_thread_heaps;
 
 size_t _bk_heaps_live(void) { return atomic_load_explicit(&live_heaps, memory_order_relaxed); }
+size_t _bk_thread_heaps_live(void) { return atomic_load_explicit(&live_thread_heaps, memory_order_relaxed); }
 
 /* Heap structs live in mappings never given back, so that a destroyed
  * heap's handle still reads a struct (marked dead, see HANDLE_QUARANTINE). */
@@ -64,6 +66,7 @@ heap_t *_bk_heap_create(bool is_explicit) {
     pthread_mutex_init(&h->huge_lock, NULL);
     list_push_front(&registry, &h->registry_link);
     atomic_fetch_add_explicit(&live_heaps, 1, memory_order_relaxed);
+    if (!is_explicit) atomic_fetch_add_explicit(&live_thread_heaps, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&registry_lock);
   if (!h) errno = ENOMEM;
@@ -85,6 +88,7 @@ void _bk_heap_unregister(heap_t *h) {
   exited_totals[3] += !h->is_explicit;
   list_remove(&registry, &h->registry_link);
   atomic_fetch_sub_explicit(&live_heaps, 1, memory_order_relaxed);
+  if (!h->is_explicit) atomic_fetch_sub_explicit(&live_thread_heaps, 1, memory_order_relaxed);
   h->magic = h->is_explicit ? HANDLE_DEAD : 0;
   quarantine_put(&spare_heaps, &h->registry_link);
   pthread_mutex_unlock(&registry_lock);

@@ -286,6 +286,9 @@ bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bo
   return pending;
 }
 
+/* Purges every unpurged segment in the cache, keeping them mapped. */
+void _bk_segment_cache_purge_all(void) { trim_dirty(cache_slots, slots_reach(), 0, true); }
+
 void _bk_segment_cache_purge(uint64_t now, bool force) {
   _bk_slots_purge(cache_slots, slots_reach(), now, force, true);
 }

@@ -60,5 +60,6 @@ void _bk_heap_thread_done(void *value) {
   _bk_tls_heap = &_bk_heap_empty;
   _bk_heap_unregister(h);
   _bk_abandoned_trim(_bk_heaps_live());
+  _bk_purge_thread_exited(_bk_thread_heaps_live() <= 1);
   _bk_purge_tick(_bk_os_now_ms());
 }

@@ -234,6 +234,46 @@ void _bk_transfer_drain(bool force) {
   }
 }
 
+/* Back to their pages: the batches whose first block is of a thread gone
+ * (its segment abandoned), so that the segments of threads gone can empty
+ * (the last exit of a group of threads, purge.c). The first block stands
+ * for the batch: one thread's frees of a class, in a row, come mostly from
+ * the same few owners. A batch of live owners' blocks stays for another
+ * thread to take (an owner asleep would strand them). */
+void _bk_transfer_drain_orphans(void) {
+  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
+    transfer_class_t *tc = &classes[cls];
+    if (!atomic_load_explicit(&tc->count, memory_order_relaxed)) continue;
+    block_t *orphans = NULL, *kept = NULL, *kept_last = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&tc->lock);
+    for (block_t *batch = tc->batches, *next; batch; batch = next) {
+      next = batch_next(cls, batch);
+      /* (Relaxed: a hint; an owner gone stays gone.) */
+      if (atomic_load_explicit(&segment_of(batch)->owner_uid, memory_order_relaxed) == 0) {
+        link_set(batch_link(batch), orphans);
+        orphans = batch;
+        n++;
+        continue;
+      }
+      link_set(batch_link(batch), NULL);
+      if (kept) link_set(batch_link(kept_last), batch);
+      else kept = batch;
+      kept_last = batch;
+    }
+    tc->batches = kept;
+    tc->last = kept_last;
+    locked_count_add(&tc->count, -(int)n);
+    pthread_mutex_unlock(&tc->lock);
+    atomic_fetch_sub_explicit(&cached_bytes, n * batch_blocks[cls] * _bk_class_size(cls), memory_order_relaxed);
+    while (orphans) {
+      block_t *next = batch_next(cls, orphans);
+      list_return(cls, orphans, false);
+      orphans = next;
+    }
+  }
+}
+
 /* Blocks of class cls in the shared list (for statistics). */
 size_t _bk_transfer_cached_blocks(unsigned cls) {
   return atomic_load_explicit(&classes[cls].count, memory_order_relaxed) * batch_blocks[cls];
