@@ -44,12 +44,13 @@ static bool pass_due(uint64_t now) {
   return now - atomic_load_explicit(&last_pass_ms, memory_order_relaxed) >= interval;
 }
 
-/* The caller holds pass_lock. Realtime mode is read under it: once
- * brisk_set_realtime has waited out the lock, no pass starts. */
-static void run_pass(uint64_t now) {
+/* Runs a pass (purge_shared, or a group's end below). The caller holds
+ * pass_lock. Realtime mode is read under it: once brisk_set_realtime has
+ * waited out the lock, no pass starts. */
+static void run_pass(uint64_t now, void (*pass)(uint64_t)) {
   if (_bk_opt.realtime) return;
   _bk_locks_held++; /* memory the pass frees into the caches starts no pass */
-  purge_shared(now);
+  pass(now);
   _bk_locks_held--;
   atomic_store_explicit(&last_pass_ms, now, memory_order_relaxed);
 }
@@ -62,7 +63,7 @@ static void pass_if_due(uint64_t now) {
       !atomic_load_explicit(&_bk_process_ready, memory_order_acquire))
     return;
   if (pthread_mutex_trylock(&pass_lock) != 0) return;
-  run_pass(now);
+  run_pass(now, purge_shared);
   pthread_mutex_unlock(&pass_lock);
 }
 
@@ -88,9 +89,17 @@ static uint64_t group_end_window_ms; /* under pass_lock, as the count */
 static unsigned group_end_purges;
 static _Atomic(unsigned) exits_since_purge; /* relaxed: a count, read under pass_lock */
 
+static void purge_group_end(uint64_t now) {
+  (void)now;
+  _bk_transfer_drain_orphans();
+  _bk_abandoned_drain(true);
+  _bk_cache_rebuild_end();
+  _bk_segment_cache_purge_all();
+}
+
 void _bk_purge_thread_exited(bool group_ended) {
   unsigned exits = atomic_fetch_add_explicit(&exits_since_purge, 1, memory_order_relaxed) + 1;
-  if (!group_ended || _bk_opt.realtime || _bk_locks_held) return;
+  if (!group_ended || _bk_locks_held) return;
   if (pthread_mutex_trylock(&pass_lock) != 0) return; /* a pass under way purges too */
   uint64_t now = _bk_os_now_ms();
   if (!group_end_window_ms || now - group_end_window_ms >= _bk_opt.purge_delay_ms) {
@@ -100,13 +109,7 @@ void _bk_purge_thread_exited(bool group_ended) {
   if (group_end_purges < GROUP_END_PURGES || exits >= GROUP_END_EXITS) {
     group_end_purges++;
     atomic_store_explicit(&exits_since_purge, 0, memory_order_relaxed);
-    _bk_locks_held++;
-    _bk_transfer_drain_orphans();
-    _bk_abandoned_drain(true);
-    _bk_cache_rebuild_end();
-    _bk_segment_cache_purge_all();
-    _bk_locks_held--;
-    atomic_store_explicit(&last_pass_ms, now, memory_order_relaxed);
+    run_pass(now, purge_group_end);
   }
   pthread_mutex_unlock(&pass_lock);
 }
@@ -130,7 +133,7 @@ static void *purger_main(void *arg) {
       uint64_t now = _bk_os_now_ms();
       if (!pass_due(now)) continue;
       pthread_mutex_lock(&pass_lock);
-      run_pass(now);
+      run_pass(now, purge_shared);
       pthread_mutex_unlock(&pass_lock);
     }
     /* Sequentially consistent with brisk_option_set: if the option came

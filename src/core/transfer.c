@@ -202,6 +202,17 @@ void _bk_transfer_flush_heap(heap_t *h) {
   }
 }
 
+/* n batches of class cls, taken off the shared list, back to their pages
+ * as remote frees. */
+static void batches_return(unsigned cls, block_t *batch, size_t n) {
+  atomic_fetch_sub_explicit(&cached_bytes, n * batch_blocks[cls] * _bk_class_size(cls), memory_order_relaxed);
+  while (batch) {
+    block_t *next = batch_next(cls, batch);
+    list_return(cls, batch, false);
+    batch = next;
+  }
+}
+
 /* Back to their pages, as remote frees: the classes whose batches waited
  * a whole purge interval, from one pass to the next, with no thread taking
  * one (a batch published just before a pass is not idle yet); with force,
@@ -225,12 +236,7 @@ void _bk_transfer_drain(bool force) {
     atomic_store_explicit(&tc->count, 0, memory_order_relaxed);
     pthread_mutex_unlock(&tc->lock);
     atomic_store_explicit(&tc->waited, false, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&cached_bytes, n * batch_blocks[cls] * _bk_class_size(cls), memory_order_relaxed);
-    while (batch) {
-      block_t *next = batch_next(cls, batch);
-      list_return(cls, batch, false);
-      batch = next;
-    }
+    batches_return(cls, batch, n);
   }
 }
 
@@ -265,12 +271,7 @@ void _bk_transfer_drain_orphans(void) {
     tc->last = kept_last;
     locked_count_add(&tc->count, -(int)n);
     pthread_mutex_unlock(&tc->lock);
-    atomic_fetch_sub_explicit(&cached_bytes, n * batch_blocks[cls] * _bk_class_size(cls), memory_order_relaxed);
-    while (orphans) {
-      block_t *next = batch_next(cls, orphans);
-      list_return(cls, orphans, false);
-      orphans = next;
-    }
+    batches_return(cls, orphans, n);
   }
 }
 
