@@ -46,8 +46,11 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
  * loop) costs no more than its test. */
 static inline bool link_ok_across_pages(size_t block_size, const block_t *next) {
 #if BRISK_SECURE
+  /* (On a block boundary before the mark is read: a corrupted link may
+   * decode to any byte of a segment.) */
   return !next ||
-      (likely(chunk_starts_segment(next)) && likely(((const uintptr_t *)next)[1] == freed_mark(next, block_size)));
+      (likely(chunk_starts_segment(next)) && likely(((uintptr_t)next & (BLOCK_ALIGN - 1)) == 0) &&
+       likely(((const uintptr_t *)next)[1] == freed_mark(next, block_size)));
 #else
   (void)block_size, (void)next;
   return true;

@@ -90,26 +90,28 @@ static inline uintptr_t rotate_right(uintptr_t x, unsigned r) {
 }
 
 /* The stored form of a link from `at` to `next`, under keys k: the link
- * xored with its own address and link_xor, plus link_add. The strength is
- * in the xor and the add with two secret 64-bit words: the add's carries
- * depend on the link and the key together, so two stored links do not give
- * away the difference of their targets, and forging one takes both keys.
- * Both steps sit in a pop's chain of loads (the next malloc of a
- * malloc-free loop waits for this free's encode and its own decode), so
- * there is nothing else: a rotation by a constant between them, kept from
- * when it was by a secret count (link_xor's low 6 bits, 6 bits of secret
- * that a keyed multiply measured 10% slower than), is a relabeling of bits
- * anyone can undo (it commutes with the xor, and the attacker who knows the
- * count solves the same equations), so it added no strength and cost the
- * loop two steps. */
+ * xored with its own address and link_xor, rotated, plus link_add. The
+ * strength against forging is in the xor and the add with two secret
+ * 64-bit words: the add's carries depend on the link and the key together,
+ * so two stored links do not give away the difference of their targets,
+ * and forging one takes both keys. The rotation (by a constant: it used to
+ * be by link_xor's low 6 bits, which sat in every decode's chain of loads,
+ * for 6 bits of secret) adds nothing there, but it is what stops a partial
+ * overwrite: an overflow into the stored word's low bytes changes the
+ * decoded link's bits 29 and up, far out of the page, where without it the
+ * link decodes a few blocks from its target, in the same page, and passes
+ * the pop's check (PartialOverwriteOfALinkAborts fails without it; the
+ * corruption fuzzer found such a link of a hot list in its segment,
+ * misaligned, whose mark link_ok_across_pages then read).
+ * at ^ link_xor does not wait for next (the list's head, loaded just
+ * before): the chain gets the xor with it, the rotation and the add, as
+ * link_get's decode gets three steps. The empty asm keeps the compiler
+ * from reassociating the xors back onto the chain. */
+#define LINK_ROTATION 29
 static inline block_t *link_encode(const secure_keys_t k, const block_t *at, const block_t *next) {
-  /* at ^ link_xor does not wait for next (the list's head, loaded just
-   * before): the chain gets the xor with it and the add, as link_get's
-   * decode gets the subtract and the xor. The empty asm keeps the compiler
-   * from reassociating the xors back onto the chain. */
   uintptr_t pad = (uintptr_t)at ^ k.link_xor;
   __asm__("" : "+r"(pad));
-  return (block_t *)(((uintptr_t)next ^ pad) + k.link_add);
+  return (block_t *)(rotate_left((uintptr_t)next ^ pad, LINK_ROTATION) + k.link_add);
 }
 
 static inline void link_set(block_t *b, const block_t *next) {
@@ -125,12 +127,12 @@ static inline block_t *link_get(const block_t *b) {
 #if BRISK_SECURE
   uintptr_t x = (uintptr_t)b->next - _bk_keys.link_add;
   /* b ^ link_xor does not wait for the load of the link, so the decode
-   * adds two steps to a pop's chain of loads (the next pop waits for it),
-   * not three. The empty asm keeps the compiler from folding link_xor back
-   * in as a memory operand of a third step. */
+   * adds three steps to a pop's chain of loads (the next pop waits for it),
+   * not four. The empty asm keeps the compiler from folding link_xor back
+   * in as a memory operand of a fourth step. */
   uintptr_t pad = (uintptr_t)b ^ _bk_keys.link_xor;
   __asm__("" : "+r"(pad));
-  return (block_t *)(x ^ pad);
+  return (block_t *)(rotate_right(x, LINK_ROTATION) ^ pad);
 #else
   return b->next;
 #endif
