@@ -234,6 +234,23 @@ TEST_F(SecureDeath, PoisonedLinkOfAPoolObjectAborts) {
       "corrupted free list");
 }
 
+// A pool's link that decodes into brisk's memory off an object's alignment
+// (bit 31 of the stored word is bit 2 of the decoded link) aborts before
+// the object is handed out or its link read there (a misaligned load).
+TEST_F(SecureDeath, PoolLinkOffAnObjectBoundaryAborts) {
+  EXPECT_DEATH(
+      {
+        brisk_pool_t *pool = brisk_pool_new(64, 0, 0);
+        void *a = brisk_pool_alloc(pool);
+        void *b = brisk_pool_alloc(pool);
+        brisk_pool_free(pool, a);
+        brisk_pool_free(pool, b);  // b links to a
+        poke_word(b, *(volatile uintptr_t *)launder(b) ^ (uintptr_t{1} << 31));
+        for (int i = 0; i < 100; i++) g_sink = brisk_pool_alloc(pool);
+      },
+      "corrupted free list");
+}
+
 // ---- Misuse of free ----------------------------------------------------------
 
 TEST_F(SecureDeath, DoubleFreeEveryTier) {

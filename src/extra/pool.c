@@ -69,10 +69,12 @@ static bool carve(brisk_pool_t *pool, pool_cache_t *c) {
 
 /* The next object of a cache's list. In the secure library a link an
  * overflow or a write after free changed decodes to an address outside
- * brisk's memory and aborts, instead of handing that address out. */
+ * brisk's memory, or off the alignment every object has, and aborts,
+ * instead of handing that address out (or reading its link there). */
 static inline block_t *pool_link_next(const block_t *b) {
   block_t *next = link_get(b);
-  if (BRISK_SECURE && next && unlikely(!segment_of(next))) _bk_secure_corrupted_link(b, next);
+  if (BRISK_SECURE && next && unlikely(((uintptr_t)next & (_Alignof(block_t) - 1)) || !segment_of(next)))
+    _bk_secure_corrupted_link(b, next);
   return next;
 }
 
