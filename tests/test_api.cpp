@@ -431,32 +431,22 @@ TEST(Api, MaxBytesCapFailsThenSucceeds) {
 TEST(Api, CollectReducesMappedBytes) {
   brisk_collect();
   const size_t base = brisk_mapped_bytes();
-  std::vector<void *> blocks;
   size_t total = 0;
   Rng rng(5);
-  while (total < 192 * MiB) {
-    size_t n = rng.range(256 * KiB, 6 * MiB);
-    void *p = brisk_malloc(n);
-    ASSERT_NE(p, nullptr);
-    std::memset(p, 0x33, n);
-    blocks.push_back(p);
-    total += n;
-  }
+  std::vector<void *> blocks = written_blocks(rng, 192 * MiB, 256 * KiB, 6 * MiB, 0x33, &total);
   const size_t peak = brisk_mapped_bytes();
-  EXPECT_GE(peak, base + total * 9 / 10)
-      << "mapped bytes did not count " << mib(total) << " of live blocks";
+  EXPECT_GE(peak, base + total * 9 / 10) << "mapped bytes did not count " << mib(total) << " of live blocks";
   for (void *p : blocks) brisk_free(p);
   const size_t after_free = brisk_mapped_bytes();
   brisk_collect();
   const size_t after_collect = brisk_mapped_bytes();
-  std::printf("mapped: base %s, peak %s, after free %s, after collect %s\n", mib(base).c_str(),
-              mib(peak).c_str(), mib(after_free).c_str(), mib(after_collect).c_str());
+  std::printf("mapped: base %s, peak %s, after free %s, after collect %s\n", mib(base).c_str(), mib(peak).c_str(),
+              mib(after_free).c_str(), mib(after_collect).c_str());
   EXPECT_LE(after_collect, after_free);
   // Most of what the burst mapped is gone (a little may stay, e.g. one
   // current page per size class).
   EXPECT_LE(after_collect, base + (peak - base) / 4)
-      << "brisk_collect left " << mib(after_collect - base) << " of the burst's "
-      << mib(peak - base) << " mapped";
+      << "brisk_collect left " << mib(after_collect - base) << " of the burst's " << mib(peak - base) << " mapped";
 }
 
 TEST(Api, MappedBytesIsPlausible) {

@@ -21,6 +21,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -206,6 +207,27 @@ inline size_t random_size(Rng &r, size_t max_huge = 4 * MiB) {
   if (k < 975) return r.range(32 * KiB + 1, 512 * KiB);
   if (k < 995 || max_huge <= 1 * MiB) return r.range(512 * KiB + 1, 1 * MiB);
   return r.range(1 * MiB + 1, max_huge);
+}
+
+// Blocks of random sizes in [lo, hi] from brisk_malloc, each written in full
+// with `byte`, until they hold `total` bytes or more (*made: how many).
+inline std::vector<void *> written_blocks(Rng &r, size_t total, size_t lo, size_t hi, int byte,
+                                          size_t *made = nullptr) {
+  std::vector<void *> v;
+  size_t bytes = 0;
+  while (bytes < total) {
+    size_t n = r.range(lo, hi);
+    void *p = brisk_malloc(n);
+    if (!p) {
+      ADD_FAILURE() << "brisk_malloc(" << n << ") failed";
+      break;
+    }
+    std::memset(p, byte, n);
+    v.push_back(p);
+    bytes += n;
+  }
+  if (made) *made = bytes;
+  return v;
 }
 
 // One representative size list covering every tier from tiny to huge.

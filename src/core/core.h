@@ -112,11 +112,12 @@ BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
 BRISK_INTERNAL void _bk_cache_note_huge_live(long delta);
 BRISK_INTERNAL void _bk_cache_huge_live_flush(void);
 BRISK_INTERNAL size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched);
-/* A block taken back from a cache: purged or not, in it since cached_at. */
-BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, uint64_t cached_at, uint64_t now);
+/* A block of `bytes` taken back from a cache: purged or not, cached when. */
+BRISK_INTERNAL void _bk_cache_note_reuse(bool purged, size_t bytes, uint64_t cached_at, uint64_t now);
+BRISK_INTERNAL bool _bk_cache_group_end_purges(uint64_t now); /* a group's end purges now (purge.c) */
+BRISK_INTERNAL void _bk_cache_group_end_purged(uint64_t now);
 BRISK_INTERNAL void _bk_cache_rebuild_end(void);
-/* The bytes a cache may keep unpurged: `times` the live huge blocks' size,
- * at least `floor`, and while the program rebuilds, `rebuilding`. */
+/* What a cache may keep unpurged: `times` the live huge bytes, at least `floor`; rebuilding, `rebuilding`. */
 BRISK_INTERNAL size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, size_t rebuilding, uint64_t now);
 
 /* ---- segment_cache.c: free segments any thread may take ---------------- */

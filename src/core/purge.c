@@ -17,6 +17,7 @@
 static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
 static _Atomic(uint64_t) last_pass_ms;
+static _Atomic(bool) purger_auto; /* the helper thread wanted without the option (below) */
 
 /* Held through each shared pass, so that turning realtime mode on can wait
  * out a pass already under way, and brisk_collect runs beside none. */
@@ -102,6 +103,15 @@ void _bk_purge_thread_exited(bool group_ended) {
   if (!group_ended || _bk_locks_held) return;
   if (pthread_mutex_trylock(&pass_lock) != 0) return; /* a pass under way purges too */
   uint64_t now = _bk_os_now_ms();
+  if (!_bk_cache_group_end_purges(now)) {
+    /* Rounds of threads (cache_policy.c): what they freed waits for the
+     * passes, which the helper thread runs from the next time memory
+     * waits (not from here: this thread's heap is gone, and
+     * pthread_create allocates), until nothing does. */
+    atomic_store_explicit(&purger_auto, true, memory_order_relaxed);
+    pthread_mutex_unlock(&pass_lock);
+    return;
+  }
   if (!group_end_window_ms || now - group_end_window_ms >= _bk_opt.purge_delay_ms) {
     group_end_window_ms = now;
     group_end_purges = 0;
@@ -110,6 +120,7 @@ void _bk_purge_thread_exited(bool group_ended) {
     group_end_purges++;
     atomic_store_explicit(&exits_since_purge, 0, memory_order_relaxed);
     run_pass(now, purge_group_end);
+    _bk_cache_group_end_purged(now);
   }
   pthread_mutex_unlock(&pass_lock);
 }
@@ -121,16 +132,26 @@ void _bk_purge_quiesce(void) {
 
 /* ---- The opt-in helper thread ------------------------------------------ */
 
+/* The helper runs while the option is on, or, started on its own for
+ * rounds of threads (_bk_purge_thread_exited), until no memory waits. */
+static bool purger_wanted(void) {
+  return _bk_opt.background_purge || atomic_load_explicit(&purger_auto, memory_order_relaxed);
+}
+
 static void *purger_main(void *arg) {
   (void)arg;
   for (;;) {
-    while (_bk_opt.background_purge) {
+    while (purger_wanted()) {
       /* Short naps: a pass may come due sooner (a shorter delay, memory
        * newly waiting), and turning the option off ends the thread. */
       uint64_t nap = _bk_opt.purge_delay_ms / 4;
       nap = nap < 5 ? 5 : nap > 250 ? 250 : nap;
       _bk_os_sleep_ms((unsigned)nap);
       uint64_t now = _bk_os_now_ms();
+      if (!_bk_opt.background_purge && !atomic_load_explicit(&purge_pending, memory_order_relaxed)) {
+        atomic_store_explicit(&purger_auto, false, memory_order_relaxed);
+        break;
+      }
       if (!pass_due(now)) continue;
       pthread_mutex_lock(&pass_lock);
       run_pass(now, purge_shared);
@@ -141,7 +162,7 @@ static void *purger_main(void *arg) {
      * setter sees state 0 and starts a new thread. */
     atomic_store(&purger_state, 0);
     int expected = 0;
-    if (!_bk_opt.background_purge || !atomic_compare_exchange_strong(&purger_state, &expected, 2)) return NULL;
+    if (!purger_wanted() || !atomic_compare_exchange_strong(&purger_state, &expected, 2)) return NULL;
   }
 }
 
@@ -168,7 +189,7 @@ static void purger_start(void) {
 void _bk_purge_note_pending(void) {
   if (!atomic_load_explicit(&purge_pending, memory_order_relaxed))
     atomic_store_explicit(&purge_pending, 1, memory_order_relaxed);
-  if (likely(!_bk_opt.background_purge) || atomic_load(&purger_state) != 0) return;
+  if (likely(!purger_wanted()) || atomic_load(&purger_state) != 0) return;
   /* pthread_create allocates: not while brisk holds a lock, nor before the
    * process is set up. */
   if (_bk_opt.realtime || _bk_tls_heap == &_bk_heap_empty || _bk_locks_held ||
