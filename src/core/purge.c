@@ -17,7 +17,9 @@
 static _Atomic(int) purger_state; /* 0 none, 1 starting, 2 running */
 static _Atomic(int) purge_pending;
 static _Atomic(uint64_t) last_pass_ms;
-static _Atomic(bool) purger_auto; /* the helper thread wanted without the option (below) */
+/* The helper thread wanted without the option (below): seq_cst, as the
+ * option, in purger_state's pairing (design.md). */
+static _Atomic(bool) purger_auto;
 
 /* Held through each shared pass, so that turning realtime mode on can wait
  * out a pass already under way, and brisk_collect runs beside none. */
@@ -108,7 +110,7 @@ void _bk_purge_thread_exited(bool group_ended) {
      * passes, which the helper thread runs from the next time memory
      * waits (not from here: this thread's heap is gone, and
      * pthread_create allocates), until nothing does. */
-    atomic_store_explicit(&purger_auto, true, memory_order_relaxed);
+    atomic_store(&purger_auto, true);
     pthread_mutex_unlock(&pass_lock);
     return;
   }
@@ -134,9 +136,7 @@ void _bk_purge_quiesce(void) {
 
 /* The helper runs while the option is on, or, started on its own for
  * rounds of threads (_bk_purge_thread_exited), until no memory waits. */
-static bool purger_wanted(void) {
-  return _bk_opt.background_purge || atomic_load_explicit(&purger_auto, memory_order_relaxed);
-}
+static bool purger_wanted(void) { return _bk_opt.background_purge || atomic_load(&purger_auto); }
 
 static void *purger_main(void *arg) {
   (void)arg;
@@ -149,7 +149,7 @@ static void *purger_main(void *arg) {
       _bk_os_sleep_ms((unsigned)nap);
       uint64_t now = _bk_os_now_ms();
       if (!_bk_opt.background_purge && !atomic_load_explicit(&purge_pending, memory_order_relaxed)) {
-        atomic_store_explicit(&purger_auto, false, memory_order_relaxed);
+        atomic_store(&purger_auto, false);
         break;
       }
       if (!pass_due(now)) continue;
