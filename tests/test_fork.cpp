@@ -107,9 +107,8 @@ std::string run_in_child(Body &&body, unsigned alarm_s) {
   if (w != pid) return "waitpid failed";
   if (WIFSIGNALED(status))
     return "child killed by signal " + std::to_string(WTERMSIG(status)) +
-           (WTERMSIG(status) == SIGALRM ? " (deadlock: " + std::to_string(alarm_s) + " s alarm)" : "");
-  if (WEXITSTATUS(status) != 0)
-    return "child exited with code " + std::to_string(WEXITSTATUS(status));
+        (WTERMSIG(status) == SIGALRM ? " (deadlock: " + std::to_string(alarm_s) + " s alarm)" : "");
+  if (WEXITSTATUS(status) != 0) return "child exited with code " + std::to_string(WEXITSTATUS(status));
   return "";
 }
 
@@ -251,6 +250,30 @@ int lock_forks() { return static_cast<int>(scaled(40, 10)); }
 
 }  // namespace
 
+// A program that runs its threads in rounds gets brisk's purge helper
+// thread on its own (core/purge.c); a child it forks must not start one: it
+// may call only async-signal-safe functions until it execs.
+TEST(Fork, ChildOfRoundsOfThreadsStartsNoThread) {
+#if BRISK_TEST_TSAN
+  GTEST_SKIP() << "the rounds' threads make the fork one of a multi-threaded process, not supported under "
+                  "ThreadSanitizer (which then kills a child that starts a thread: the check here)";
+#endif
+  for (int round = 0; round < 4; ++round) thread_round(round + 1);
+  std::string problem = run_in_child(
+      []() -> int {
+        // Frees that leave memory waiting: where the helper would start.
+        for (int i = 0; i < 8; ++i) {
+          void *p = brisk_malloc(3 * MiB);
+          if (!p) return 2;
+          std::memset(p, 1, 3 * MiB);
+          brisk_free(p);
+        }
+        return thread_count() == 1 ? 0 : 10 + thread_count();
+      },
+      kLockAlarm);
+  EXPECT_EQ(problem, "") << "(exit code 10 + n: the child had n threads)";
+}
+
 TEST(Fork, PoolLockHeldAtForkDoesNotHangTheChild) {
   for (int f = 0; f < lock_forks(); ++f) {
     // Objects of 64 KiB: every 15 allocations carve a new 1 MiB slab, which
@@ -376,7 +399,9 @@ TEST(Fork, PurgePassUnderWayAtForkLosesNoSegment) {
                                        st.version = BRISK_STATS_VERSION;
                                        if (brisk_stats_get(&st) != 0) return 3;
                                        // Every segment is empty now: none may stay abandoned.
-                                       return st.abandoned_segments == 0 ? 0 : 10 + static_cast<int>(std::min<uint32_t>(st.abandoned_segments, 200));
+                                       return st.abandoned_segments == 0
+                                           ? 0
+                                           : 10 + static_cast<int>(std::min<uint32_t>(st.abandoned_segments, 200));
                                      });
     ASSERT_EQ(problem, "") << "fork " << f;
   }

@@ -6,7 +6,6 @@
 // turns on BRISK_OPTION_BACKGROUND_PURGE, whose thread purges without any
 // call into brisk.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -328,30 +327,6 @@ TEST(Rss, FreedMemoryIsPurgedByAOneSizeMallocFreeLoop) {
   });
 }
 
-namespace {
-
-long minor_faults() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_minflt;
-}
-
-// One round of a program that runs its threads in rounds (mimalloc's stress
-// test, a parallel loop): two threads each touch 48 MiB of 64 KiB-2 MiB
-// blocks, free them and exit. Returns the minor page faults it took.
-long thread_round(uint64_t seed) {
-  long before = minor_faults();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t)
-    threads.emplace_back([seed, t] {
-      Rng rng(seed * 2 + t);
-      for (void *p : written_blocks(rng, 48 * MiB, 64 * KiB, 2 * MiB, 0x2d)) brisk_free(p);
-    });
-  for (std::thread &t : threads) t.join();
-  return minor_faults() - before;
-}
-
-}  // namespace
 
 // Each round's end is a group's end (one thread left), where brisk gives
 // back at once what the threads gone freed, so that thread churn ends lean.

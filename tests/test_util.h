@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -228,6 +229,27 @@ inline std::vector<void *> written_blocks(Rng &r, size_t total, size_t lo, size_
   }
   if (made) *made = bytes;
   return v;
+}
+
+inline long minor_faults() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+// One round of a program that runs its threads in rounds (mimalloc's stress
+// test, a parallel loop): two threads each touch 48 MiB of 64 KiB-2 MiB
+// blocks, free them and exit. Returns the minor page faults it took.
+inline long thread_round(uint64_t seed) {
+  long before = minor_faults();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([seed, t] {
+      Rng rng(seed * 2 + t);
+      for (void *p : written_blocks(rng, 48 * MiB, 64 * KiB, 2 * MiB, 0x2d)) brisk_free(p);
+    });
+  for (std::thread &t : threads) t.join();
+  return minor_faults() - before;
 }
 
 // One representative size list covering every tier from tiny to huge.

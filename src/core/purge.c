@@ -215,7 +215,14 @@ void _bk_purge_maybe(heap_t *h) {
 void _bk_purge_fork_lock(void) { pthread_mutex_lock(&pass_lock); }
 
 void _bk_purge_fork_unlock(bool in_child) {
-  if (in_child) atomic_store(&purger_state, 0); /* the helper thread is not in the child */
+  if (in_child) {
+    atomic_store(&purger_state, 0); /* the helper thread is not in the child */
+    /* Nor does it start there on its own: a child of a threaded process
+     * may call only async-signal-safe functions until it execs, and
+     * pthread_create is none (ThreadSanitizer kills such a child; found by
+     * Fork.PoolLockHeldAtForkDoesNotHangTheChild). */
+    atomic_store(&purger_auto, false);
+  }
   pthread_mutex_unlock(&pass_lock);
 }
 
