@@ -327,7 +327,6 @@ TEST(Rss, FreedMemoryIsPurgedByAOneSizeMallocFreeLoop) {
   });
 }
 
-
 // Each round's end is a group's end (one thread left), where brisk gives
 // back at once what the threads gone freed, so that thread churn ends lean.
 // A program that starts the next round at once took all of it back and
