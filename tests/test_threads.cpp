@@ -327,6 +327,7 @@ TEST(Threads, ConcurrentCallocAndAlignedAreCorrect) {
 TEST(Threads, RemoteFreesIntoAPageItsOwnerTookOffTheFullList) {
   // (The checked library's 64 B blocks are of a bigger class, with room for
   // its trailer: there, only the heap check tells.)
+  brisk_collect();  // (blocks the threads of tests before left in the transfer cache would serve first)
   brisk_stats_t before = stats_now();
   unsigned cls = class_for(before, 64);
   auto live = [&] { return BRISK_TEST_CHECKED ? 0 : stats_now().class_live_blocks[cls] - before.class_live_blocks[cls]; };
@@ -484,4 +485,65 @@ TEST(Threads, BlocksOfAnExitedThreadGoBackToItsSegment) {
   }).join();
   EXPECT_LT(after, abandoned) << "a thread took the exited thread's blocks one by one, and its segment stayed abandoned";
   EXPECT_GE(reused, n * 9 / 10);
+}
+
+// An aligned block that malloc carves out of a bigger one marks the bigger
+// one's page (PAGE_HAS_ALIGNED: a free of the aligned pointer then finds
+// the block's start). Only the page's owner may write its flags: they share
+// a word-sized store with the count its frees step, so a thread that set
+// them on another thread's page could undo the owner's step done at the
+// same moment, or lose the mark. So such a block comes from the thread's
+// own pages, never from blocks of other threads it freed (the transfer
+// cache), which it takes back for its plain mallocs from 256 B up
+// (AThreadReusesOtherThreadsBlocksItFreedFrom256Bytes).
+TEST(Threads, AlignedBlocksCarvedFromBiggerOnesComeFromTheThreadsOwnPages) {
+  if (BRISK_TEST_CHECKED) GTEST_SKIP() << "the checked library frees every block to its page";
+  const brisk_stats_t st = stats_now();
+  const size_t align = 128, request = 180;  // carved from a block of request + align - 1 bytes
+  const size_t block = st.class_size[class_for(st, request + align - 1)];
+  ASSERT_GE(block, size_t{256});
+  std::vector<void *> theirs(64);  // this thread's blocks: their pages stay its own
+  for (auto &p : theirs) ASSERT_NE(p = brisk_malloc(block), nullptr);
+  size_t inside_theirs = 0, misaligned = 0;
+  bt::on_fresh_thread([&] {
+    for (void *p : theirs) brisk_free(p);  // now in the fresh thread's transfer lists
+    std::vector<void *> mine(theirs.size());
+    for (auto &p : mine) {
+      p = brisk_aligned_alloc(align, request);
+      misaligned += !aligned_to(p, align);
+      for (void *t : theirs)
+        inside_theirs += static_cast<char *>(p) >= static_cast<char *>(t) &&
+            static_cast<char *>(p) < static_cast<char *>(t) + block;
+    }
+    for (void *p : mine) brisk_free(p);
+  });
+  EXPECT_EQ(misaligned, 0u);
+  EXPECT_EQ(inside_theirs, 0u) << "aligned blocks were carved from another thread's pages";
+  EXPECT_EQ(brisk_check_heap(), BRISK_CHECK_OK) << brisk_check_message();
+}
+
+// Another thread's free of an aligned block carved out of a bigger one
+// finds the bigger one's start (the page says it handed such blocks out,
+// where that thread reads it: types.h): the blocks come back whole.
+TEST(Threads, AlignedBlocksFreedByAnotherThreadComeBackWhole) {
+  const brisk_stats_t before = stats_now();
+  const size_t align = 128, request = 180;
+  const unsigned cls = class_for(before, request + align - 1);
+  std::vector<void *> blocks(512);
+  size_t carved = 0;
+  for (auto &p : blocks) {
+    ASSERT_NE(p = brisk_aligned_alloc(align, request), nullptr);
+    std::memset(p, 0x5a, request);
+    carved += brisk_usable_size(p) < before.class_size[cls];
+  }
+  ASSERT_GT(carved, 0u) << "no block was carved out of a bigger one";
+  bt::on_fresh_thread([&] {
+    for (void *p : blocks) brisk_free(p);
+  });
+  EXPECT_EQ(brisk_check_heap(), BRISK_CHECK_OK) << brisk_check_message();
+  std::vector<void *> again(blocks.size());
+  for (auto &p : again) ASSERT_NE(p = brisk_malloc(before.class_size[cls]), nullptr);
+  for (void *p : again) EXPECT_TRUE(aligned_to(p, 16)) << p;
+  for (void *p : again) brisk_free(p);
+  EXPECT_EQ(brisk_check_heap(), BRISK_CHECK_OK) << brisk_check_message();
 }

@@ -26,9 +26,8 @@ BRISK_INTERNAL void _bk_chunk_map_mark(const void *header, size_t from, size_t t
 BRISK_INTERNAL void *_bk_memory_map(size_t size, size_t align, size_t skew, bool *over_cap);
 BRISK_INTERNAL void _bk_memory_unmap(void *p, size_t size);
 BRISK_INTERNAL bool _bk_memory_purge(void *p, size_t size);
-/* A segment's mapping grown or shrunk in place, or moved (without copying
- * its blocks) onto target, a fresh mapping of new_size; in the secure
- * library its guard pages follow (memory.c). False: nothing changed. */
+/* A segment's mapping resized in place, or moved (no copy) onto target, a
+ * fresh mapping of new_size, with the secure library's guards. False: no change. */
 BRISK_INTERNAL bool _bk_memory_resize(void *p, size_t old_size, size_t new_size);
 BRISK_INTERNAL bool _bk_memory_move(void *p, size_t old_size, void *target, size_t new_size);
 BRISK_INTERNAL void _bk_memory_cap_refused(size_t size);
@@ -364,6 +363,7 @@ BRISK_INTERNAL _Noreturn void _bk_checked_fail(const checked_call_t *call, const
 
 /* ---- heap.c: the allocation and free slow paths ------------------------- */
 BRISK_INTERNAL void *_bk_heap_malloc_generic(heap_t *h, size_t size);
+BRISK_INTERNAL void *_bk_heap_malloc_own_page(heap_t *h, size_t size); /* not other threads' blocks */
 BRISK_INTERNAL void _bk_heap_free_generic(segment_t *seg, void *p);
 /* The heap's periodic work, due after HEAP_BEAT_BYTES handed out by the
  * fast paths: returns b, the block malloc hands out (so that the fast path

@@ -186,12 +186,17 @@ static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size, boo
     if (pg->free && ((uintptr_t)pg->free & (align - 1)) == 0) return cleared_if(zero, page_pop(h, pg, size), size);
   }
   if (!aligned_block_is_huge(align, size)) {
-    uint8_t *b = _bk_heap_malloc_generic(h, size + align - 1);
+    /* From a page of the heap's own: only the owner writes a page's flags
+     * (page_flags_set steps the count its frees step too). */
+    uint8_t *b = _bk_heap_malloc_own_page(h, size + align - 1);
     if (!b) return NULL;
     uint8_t *p = (uint8_t *)align_up((uintptr_t)b, align);
     if (p != b) {
       page_t *pg = page_of(segment_of(b), b);
       page_flags_set(pg, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
+#if !BRISK_SECURE
+      PUBLISH(pg->remote_has_aligned, 1);
+#endif
       block_aligned_inside(b, p);
     }
     return cleared_if(zero, p, size);

@@ -84,7 +84,9 @@ block_t *_bk_heap_heartbeat(heap_t *h, block_t *b) {
   return b;
 }
 
-void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
+/* With `others`, blocks of other threads' pages may serve (the transfer
+ * cache); else only the heap's own pages. */
+static void *heap_malloc(heap_t *h, size_t size, bool others) {
   if (unlikely(h == &_bk_heap_empty)) {
     h = _bk_heap_get_initialized();
     if (!h) return NULL;
@@ -102,17 +104,22 @@ void *_bk_heap_malloc_generic(heap_t *h, size_t size) {
   /* Other threads' frees of the class (transfer.c): what the heap took of
    * them first, then its own pages, and before a fresh page another batch
    * of them. */
-  bool taken = transfer_ready(h, cls, size) != NULL;
+  others = others && !h->is_explicit;
+  bool taken = others && transfer_ready(h, cls, size) != NULL;
   if (!taken) {
     _bk_heap_take_delayed(h);
     BRISK_ASSERT_FULL(list_is_consistent(&h->queues[cls]) && list_is_consistent(&h->full));
     if ((pg = queued_page(h, cls))) return page_pop(h, pg, size);
   }
-  void *b = h->is_explicit ? NULL : _bk_transfer_malloc(h, cls, size);
+  void *b = others ? _bk_transfer_malloc(h, cls, size) : NULL;
   if (b) return b;
   if (!(pg = fresh_page(h, cls))) return NULL;
   return page_pop(h, pg, size);
 }
+
+void *_bk_heap_malloc_generic(heap_t *h, size_t size) { return heap_malloc(h, size, true); }
+
+void *_bk_heap_malloc_own_page(heap_t *h, size_t size) { return heap_malloc(h, size, false); }
 
 /* (The page is found again here, not passed: free_fast would compute it
  * ahead of its own tests for this call, an instruction on every free.) */
@@ -128,13 +135,17 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
   }
   page_t *pg = page_of(seg, p);
   /* Only a page that handed out over-aligned blocks sees interior pointers
-   * (the division is worth skipping on the remote-free path). */
-  block_t *b = PEEK(pg->flags) & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
+   * (the division is worth skipping on the remote-free path). Another
+   * thread's page is read where its owner does not write (types.h). */
   heap_t *h = _bk_tls_heap;
   if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) != h->uid) {
+    block_t *b = page_has_aligned_for_others(pg) ? _bk_page_block_start(pg, p) : (block_t *)p;
     /* (A thread that only frees gets a heap for its batches.) */
     if (_bk_transfer_wants(seg, pg) && (h != &_bk_heap_empty || (h = _bk_heap_get_initialized())))
-      _bk_transfer_free(h, pg->size_class, b);
+      _bk_transfer_free(h, page_class_for_others(pg), b);
     else _bk_page_free_remote(pg, b);
-  } else if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
+    return;
+  }
+  block_t *b = pg->flags & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
+  if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
 }

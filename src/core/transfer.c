@@ -136,8 +136,8 @@ static block_t *list_clear(transfer_list_t *tl) {
  * thread freed into a batch it has not filled yet would be reported as
  * leaked at exit. */
 bool _bk_transfer_wants(const segment_t *seg, const page_t *pg) {
-  return batch_blocks[pg->size_class] && PEEK(seg->state) == SEG_STATE_OWNED && !PEEK(seg->of_explicit_heap) &&
-      !_bk_opt.realtime && !_bk_opt.leak_report;
+  return batch_blocks[page_class_for_others(pg)] && PEEK(seg->state) == SEG_STATE_OWNED &&
+      !PEEK(seg->of_explicit_heap) && !_bk_opt.realtime && !_bk_opt.leak_report;
 }
 
 void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b) {

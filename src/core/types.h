@@ -144,7 +144,14 @@ typedef struct page {
    * is not waiting so. Owner only. */
   uint64_t idle_since_ms;
 #if !BRISK_SECURE
-  uint8_t pad[40]; /* to 128 bytes, as the secure fields make it there */
+  /* What a free by another thread reads of the page, copied here off the
+   * first line, which the owner writes on every malloc and free: read
+   * there, each such free waited for the line to come from the owner's
+   * core, and the owner's next step for it to come back (2 threads handing
+   * each other blocks, bench/bursty: 55% of the remote free's time). Set
+   * by the owner with the originals (page.c, fast_path.h). */
+  uint8_t remote_class, remote_has_aligned;
+  uint8_t pad[38]; /* to 128 bytes, as the secure fields make it there */
 #endif
 #if BRISK_CHECKED
   /* Blocks handed out since the page's init, counted in address order: a
@@ -163,6 +170,22 @@ _Static_assert((1u << SMALL_PAGE_SHIFT) / BLOCK_ALIGN <= UINT16_MAX, "a page's b
  * segment header takes 8.1 KiB, 12 KiB in the secure library with its
  * guard, of the 4 MiB segment. */
 _Static_assert(BRISK_CHECKED || sizeof(page_t) == 128, "page_t: 128 bytes");
+
+/* What a free by a thread that does not own the page reads of it. */
+static inline unsigned page_class_for_others(const page_t *pg) {
+#if BRISK_SECURE
+  return PEEK(pg->size_class);
+#else
+  return PEEK(pg->remote_class);
+#endif
+}
+static inline bool page_has_aligned_for_others(const page_t *pg) {
+#if BRISK_SECURE
+  return PEEK(pg->flags) & PAGE_HAS_ALIGNED;
+#else
+  return PEEK(pg->remote_has_aligned);
+#endif
+}
 
 /* ---- Segments ----------------------------------------------------------- */
 
