@@ -426,9 +426,14 @@ TEST(Generations, FreePagesLeftByExitedThreadsArePurgedAtExit) {
 // kept faulting pages in, or, once that looked like a rebuild, kept 25-100
 // MiB unpurged for threads that had touched a few MiB).
 // (A third thread lives through the check: when the last thread of a group
-// exits, the group's memory is purged at once, the test below.)
+// exits, the group's memory is purged at once, the test below. The purge
+// delay is long: a thread held off the CPU for half a second between its
+// frees and its exit, as under ThreadSanitizer on a loaded CI machine, had
+// its emptied pages purged for their age, clean43.)
 TEST(ShortThreads, CachedSegmentsAreWeighedByWhatTheirBlocksTouched) {
   brisk_free(brisk_malloc(16));  // the process is set up
+  const long long delay = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 3600 * 1000), 0);
   bt::LiveThread keeper;
   const bt::OsCalls before = bt::os_calls();
   std::mutex mu;
@@ -457,6 +462,7 @@ TEST(ShortThreads, CachedSegmentsAreWeighedByWhatTheirBlocksTouched) {
   size_t in_tiers = 0;
   for (const brisk_tier_stats_t &t : st.tiers) in_tiers += t.committed;
   EXPECT_LE(st.committed - in_tiers, 2 * bt::MiB) << "the cache reports its segments as resident in full";
+  brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
 }
 
 // Committed bytes other than the calling thread's own live blocks and pages.
