@@ -152,11 +152,16 @@ segment_t *_bk_slots_take(cache_slot_t *slots, size_t n, size_t min_size, size_t
         !atomic_compare_exchange_strong_explicit(&slots[best].seg, &seg, NULL, memory_order_acquire,
                                                  memory_order_relaxed))
       continue; /* another thread took it: look again */
-    _bk_cache_note_reuse(best_purged, best_size, since, _bk_os_now_ms());
     bool really = kind == SEG_HUGE
         ? seg->kind == SEG_HUGE && seg->mapped_size >= min_size && seg->mapped_size <= max_size
         : seg->kind != SEG_HUGE && seg->mapped_size == SEGMENT_SIZE;
-    if (really) return seg;
+    if (really) {
+      /* What the segment held resident when it came in (what a purge gave
+       * back is faulted in again), not its size: a short thread's segment
+       * is 4 MiB of address space for a few hundred KiB of blocks. */
+      _bk_cache_note_reuse(best_purged, seg->cached_dirty, since, _bk_os_now_ms());
+      return seg;
+    }
     /* The slot was emptied and refilled with a resized segment meanwhile. */
     if (!_bk_slots_put(slots, n, seg, _bk_os_now_ms())) {
       if (counted) {
