@@ -79,11 +79,10 @@ size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched) {
  * faults and 2.2x the time of the run without those purges (0.3 M). So the
  * bytes taken back within two delays of a group-end purge, of blocks and
  * segments that were cached before it (so purged by it, or before it),
- * are counted, by what they held resident, and past GROUP_REBUILT_HOLD
- * the group ends purge no more, but
- * one every GROUP_HOLD_DELAYS delays (to see whether the rounds went on):
- * what they freed then waits for the cache's own purges, as any freed
- * memory does. Thread churn rebuilds a few MiB a group, and keeps its
+ * are counted, by what they held resident, and past GROUP_REBUILT_HOLD the
+ * group ends purge no more, but one every GROUP_HOLD_DELAYS delays (to see
+ * whether the rounds went on): what they freed then waits for the cache's
+ * own purges, as any freed memory does. Thread churn rebuilds a few MiB a group, and keeps its
  * purge at the group's end (its RSS right after the last join). Counted
  * by segment size, and with what the dirty allowance trimmed after the
  * group end, a churn of short threads beside a long-lived one held after

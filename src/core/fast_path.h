@@ -194,9 +194,7 @@ static inline void *heap_aligned_block(heap_t *h, size_t align, size_t size, boo
     if (p != b) {
       page_t *pg = page_of(segment_of(b), b);
       page_flags_set(pg, (uint8_t)(pg->flags | PAGE_HAS_ALIGNED));
-#if !BRISK_SECURE
-      PUBLISH(pg->remote_has_aligned, 1);
-#endif
+      page_copy_for_others(pg);
       block_aligned_inside(b, p);
     }
     return cleared_if(zero, p, size);

@@ -27,10 +27,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   pg->local_free = NULL;
   page_flags_set(pg, _bk_hot_class(cls) ? PAGE_HOT : 0);
   PUBLISH(pg->size_class, (uint8_t)cls);
-#if !BRISK_SECURE
-  PUBLISH(pg->remote_class, (uint8_t)cls);
-  PUBLISH(pg->remote_has_aligned, 0);
-#endif
+  page_copy_for_others(pg);
   PUBLISH(pg->in_use, 1);
   pg->link.next = pg->link.prev = NULL;
   pg->idle_since_ms = 0;

@@ -149,7 +149,7 @@ typedef struct page {
    * there, each such free waited for the line to come from the owner's
    * core, and the owner's next step for it to come back (2 threads handing
    * each other blocks, bench/bursty: 55% of the remote free's time). Set
-   * by the owner with the originals (page.c, fast_path.h). */
+   * by the owner from the originals (page_copy_for_others). */
   uint8_t remote_class, remote_has_aligned;
   uint8_t pad[38]; /* to 128 bytes, as the secure fields make it there */
 #endif
@@ -170,6 +170,17 @@ _Static_assert((1u << SMALL_PAGE_SHIFT) / BLOCK_ALIGN <= UINT16_MAX, "a page's b
  * segment header takes 8.1 KiB, 12 KiB in the secure library with its
  * guard, of the 4 MiB segment. */
 _Static_assert(BRISK_CHECKED || sizeof(page_t) == 128, "page_t: 128 bytes");
+
+/* The copies of the release library (above), from the originals: by the
+ * owner, once the class is set and once a block is carved aligned. */
+static inline void page_copy_for_others(page_t *pg) {
+#if BRISK_SECURE
+  (void)pg;
+#else
+  PUBLISH(pg->remote_class, pg->size_class);
+  PUBLISH(pg->remote_has_aligned, (pg->flags & PAGE_HAS_ALIGNED) != 0);
+#endif
+}
 
 /* What a free by a thread that does not own the page reads of it. */
 static inline unsigned page_class_for_others(const page_t *pg) {
