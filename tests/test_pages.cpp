@@ -141,8 +141,8 @@ TEST(EmptiedPages, AreKeptWithTheirBlocksInTheOrderFreed) {
 // Allocates `bytes` of blocks of `size`, frees them in rising address
 // order, allocates as many again and expects them in falling order, as
 // kept pages hand them out: the last freed first.
-static void expect_refilled_falling(size_t size, size_t bytes) {
-  bt::on_fresh_thread([size, bytes] {
+static void expect_refilled_falling(size_t size, size_t bytes, size_t percent = 90) {
+  bt::on_fresh_thread([size, bytes, percent] {
     const size_t count = bytes / size;
     std::vector<void *> blocks(count);
     for (auto &p : blocks) ASSERT_NE(p = brisk_malloc(size), nullptr);
@@ -152,7 +152,7 @@ static void expect_refilled_falling(size_t size, size_t bytes) {
     size_t falling = 0;
     for (size_t i = 1; i < count; i++)
       falling += reinterpret_cast<uintptr_t>(blocks[i]) < reinterpret_cast<uintptr_t>(blocks[i - 1]);
-    EXPECT_GT(falling, count * 9 / 10) << "of " << count << " blocks of " << size << " B taken again, " << falling
+    EXPECT_GT(falling, count * percent / 100) << "of " << count << " blocks of " << size << " B taken again, " << falling
                                        << " came below the one before";
     for (void *p : blocks) brisk_free(p);
   });
@@ -177,7 +177,11 @@ TEST(EmptiedPages, AWorkingSetOf12MiBIsKeptWhole) {
 // builds and frees many such blocks (2000 of 2-32 KiB: 0.73x the release
 // library's speed, 0.87x kept). Threaded anew, a page hands its blocks out
 // in random order within a window.
-TEST(EmptiedPages, PagesOfBlocksAbove1KiBAreKeptInEveryLibrary) { expect_refilled_falling(4096, 8 * bt::MiB); }
+// (The secure library's block freed last goes second on a list:
+// secure_last_freed_second, hot_push; threaded anew, half would fall.)
+TEST(EmptiedPages, PagesOfBlocksAbove1KiBAreKeptInEveryLibrary) {
+  expect_refilled_falling(4096, 8 * bt::MiB, BRISK_TEST_SECURE ? 80 : 90);
+}
 
 // Kept pages never make a heap map memory: before it takes a page from a
 // new segment, the heap gives its kept pages back to their segments, where

@@ -44,8 +44,8 @@ static inline void delete_impl(void *p, size_t size, bool sized, enum alloc_kind
 #if BRISK_CHECKED
   _bk_checked_delete(p, size, sized, kind);
 #else
-  (void)size, (void)sized, (void)kind;
-  free_fast(p);
+  if (sized) free_sized_fast(p, size, kind == ALLOC_NEW ? "operator delete" : "operator delete[]");
+  else free_fast(p);
 #endif
 }
 

@@ -46,8 +46,9 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size) {
 static void sized_free(void *p, size_t size, const char *fn) {
 #if BRISK_CHECKED
   _bk_checked_free_sized(p, size, fn, false);
+#else
+  secure_check_size(p, size, fn);
 #endif
-  (void)size, (void)fn;
   free(p);
 }
 EXPORT void free_sized(void *p, size_t size) { sized_free(p, size, "free_sized"); }

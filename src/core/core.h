@@ -198,7 +198,7 @@ static inline __attribute__((always_inline)) bool page_take_back(page_t *pg, blo
  * owner's frees) becomes its next blocks to hand out (pg->free is empty):
  * no atomics. */
 static inline void page_reuse_local(page_t *pg) {
-  pg->free = pg->local_free;
+  pg->free = secure_last_freed_second(pg, pg->local_free);
   pg->local_free = NULL;
 }
 

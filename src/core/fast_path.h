@@ -90,9 +90,33 @@ static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_lis
  * pairs, and the release library's gained nothing measurable.) */
 static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg, block_t *b) {
   hot_list_t *hl = &h->hot[pg->size_class];
+#if BRISK_SECURE
+  /* The block freed last is held off the list until the next free of its
+   * class (counted as on it): a malloc right after its free gets another
+   * block, not the one an attacker freed to have it handed out again in
+   * its place (secure_last_freed_second). While it waits, its link word
+   * holds a copy of the mark its free wrote: a write after its free (the
+   * classic poisoning) sends the next free of its class to
+   * _bk_heap_free_local, which stops the program (a jump: a call here made
+   * every free keep registers on the stack, the frees of small blocks
+   * too). The list then holds one block in a loop of one block, whose pop
+   * checks no link (a list of two, the block freed last second on it, cost
+   * the loop 30 more instructions). */
+  block_t *was = hl->held;
+  if (was && unlikely(!hot_held_intact(was))) return false;
+#endif
   if (hl->count >= hl->limit || h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
+#if BRISK_SECURE
+  ((uintptr_t *)b)[0] = ((uintptr_t *)b)[1];
+  hl->held = b;
+  if (was) {
+    link_set(was, hl->head);
+    hl->head = was;
+  }
+#else
   link_set(b, hl->head);
   hl->head = b;
+#endif
   PUBLISH_ADD(hl->count, 1);
   h->hot_bytes += hl->block_size;
   return true;
@@ -270,6 +294,24 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
   _bk_free_slow(p);
 }
 
+/* The secure library's check of a free that names the block's size (fn:
+ * the entry point): a size past the block's is the wrong type or the wrong
+ * pointer (a C++ delete through a pointer to another class), stopped before
+ * the free, for one compare where the free looks the page up anyway. Other
+ * pointers (huge blocks, aligned ones, invalid ones) are left to the free's
+ * own checks. */
+static inline __attribute__((always_inline)) void secure_check_size(void *p, size_t size, const char *fn) {
+#if BRISK_SECURE
+  if (likely(chunk_starts_segment(p))) {
+    page_t *pg = page_of((segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK), p);
+    if (unlikely(size > pg->block_size) && secure_block_start(pg, p))
+      _bk_secure_wrong_size(fn, p, size, pg->block_size);
+  }
+#else
+  (void)p, (void)size, (void)fn;
+#endif
+}
+
 /* A free that names the block's size (fn: the entry point, for the checked
  * library's message, which holds the size to the one asked for). */
 static inline __attribute__((always_inline)) void free_sized_fast(void *p, size_t size, const char *fn) {
@@ -277,7 +319,7 @@ static inline __attribute__((always_inline)) void free_sized_fast(void *p, size_
   _bk_checked_free_sized(p, size, fn, true);
   return;
 #endif
-  (void)size, (void)fn;
+  secure_check_size(p, size, fn);
   free_fast(p);
 }
 

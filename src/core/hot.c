@@ -8,7 +8,8 @@
  * counts as used in its page (so the page cannot be released under it);
  * the list is bounded per class and per heap, and flushed back to the pages
  * when the heap goes idle, is walked, or ends. Never in the checked library,
- * whose frees must take effect at once. */
+ * whose frees must take effect at once. The secure library holds the block
+ * freed last off the list until the next free (hot_push). */
 #include "core/fast_path.h"
 
 #define HOT_CLASS_BYTES ((size_t)128 * 1024) /* per class, but at least two blocks */
@@ -38,11 +39,38 @@ void _bk_hot_init(heap_t *h) {
   h->hot_bytes = 0;
 }
 
+/* The secure library's block held off the list of class cls (hot_push),
+ * taken off it, or NULL. */
+static block_t *take_held(heap_t *h, unsigned cls) {
+#if BRISK_SECURE
+  block_t *b = h->hot[cls].held;
+  h->hot[cls].held = NULL;
+  return b;
+#else
+  (void)h, (void)cls;
+  return NULL;
+#endif
+}
+
+static const block_t *held_of(const heap_t *h, unsigned cls) {
+#if BRISK_SECURE
+  return h->hot[cls].held;
+#else
+  (void)h, (void)cls;
+  return NULL;
+#endif
+}
+
 /* Every hot block back to its page, as a free of the owner's. */
 void _bk_hot_flush(heap_t *h) {
   if (!h->hot_bytes) return;
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
     hot_list_t *hl = &h->hot[cls];
+    block_t *held = take_held(h, cls);
+    if (held) {
+      hot_unlinked(h, hl, hl->head); /* its count and bytes; the list stays */
+      _bk_heap_free_local(h, page_of(segment_of(held), held), held);
+    }
     while (hl->head) {
       block_t *b = hot_unlink(h, hl);
       _bk_heap_free_local(h, page_of(segment_of(b), b), b);
@@ -50,13 +78,15 @@ void _bk_hot_flush(heap_t *h) {
   }
 }
 
-/* Walks the hot list of class cls, checking that every link is the start
- * of a block of that class in a page of h's: returns the count, or
+/* Walks the hot list of class cls (the secure library's held block first),
+ * checking that every link is the start of a block of that class in a page
+ * of h's: returns the count, or
  * PAGE_LIST_OUTSIDE (with *bad the stray link) or PAGE_LIST_LOOPS. For
  * brisk_check_heap, on the heap's own thread. */
 long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad) {
   long n = 0;
-  for (const block_t *b = h->hot[cls].head; b; b = link_get(b)) {
+  const block_t *held = held_of(h, cls);
+  for (const block_t *b = held ? held : h->hot[cls].head; b; b = b == held ? h->hot[cls].head : link_get(b)) {
     segment_t *seg = segment_of(b);
     page_t *pg = seg && seg->kind != SEG_HUGE &&
             atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid

@@ -44,6 +44,16 @@ void _bk_double_free_jump(const void *p) {
   _bk_secure_bad_free("free", p, "double free (the block is the next its list hands out)");
 }
 
+void _bk_secure_corrupted_held(const void *b) {
+  _bk_fatal("corrupted free list at %p: a freed block written after its free (use after free)", b);
+}
+
+void _bk_secure_wrong_size(const char *fn, const void *p, size_t size, size_t holds) {
+  _bk_fatal(
+      "%s(%p, %zu): the block holds %zu bytes: a size it was not allocated with (wrong type or wrong pointer)", fn,
+      p, size, holds);
+}
+
 void _bk_huge_check(const char *call, segment_t *seg, const void *p, bool freeing) {
   if (PEEK(seg->state) != SEG_STATE_HUGE || !seg->live)
     _bk_secure_bad_free(call, p, "double free or invalid pointer (its block is not live)");

@@ -42,6 +42,15 @@ BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *
 /* free(p) of a block its list is about to hand out (fast_path.h): aborts,
  * but is declared to return, as _bk_secure_corrupted_link_jump. */
 BRISK_INTERNAL void _bk_double_free_jump(const void *p);
+/* Whether a hot block held off its list (hot_push) still holds the copy of
+ * its mark its free wrote in its link word. */
+static inline bool hot_held_intact(const block_t *b) {
+  return ((const uintptr_t *)b)[0] == ((const uintptr_t *)b)[1];
+}
+/* A hot block held off its list was written after its free. */
+BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_held(const void *b);
+/* A sized free (fn) of p naming `size` bytes, more than its block holds. */
+BRISK_INTERNAL _Noreturn void _bk_secure_wrong_size(const char *fn, const void *p, size_t size, size_t holds);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
 /* (Not in the checked library, which hands fresh blocks out in order.) */
 BRISK_INTERNAL block_t *_bk_secure_thread_shuffled(uint8_t *first, size_t count, size_t bsize, block_t *tail);
@@ -164,6 +173,26 @@ static inline block_t *link_get_in_page(const page_t *pg, const block_t *b) {
   (void)pg;
 #endif
   return next;
+}
+
+/* The secure library's list of a page's own frees, made the list malloc
+ * pops, with its first two blocks swapped: the block freed last comes out
+ * second, so a free and a malloc of its size right after it do not get the
+ * same block back (the use after free an attacker arranges by freeing an
+ * object and allocating one of its size in its place). A list of one block
+ * (or none) stays as it is. Once per cycle of the page's lists. */
+static inline block_t *secure_last_freed_second(const page_t *pg, block_t *list) {
+#if BRISK_SECURE && !BRISK_CHECKED
+  block_t *second = list ? link_get_in_page(pg, list) : NULL;
+  if (second) {
+    link_set(list, link_get_in_page(pg, second));
+    link_set(second, list);
+    return second;
+  }
+#else
+  (void)pg;
+#endif
+  return list;
 }
 
 /* The page of a block on a list that spans pages (hot lists, a heap's

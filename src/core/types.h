@@ -254,6 +254,9 @@ typedef struct hot_list {
   uint16_t count; /* PUBLISHed: statistics count these blocks as free */
   uint16_t limit; /* 0 for the classes that have no hot list */
   uint32_t block_size;
+#if BRISK_SECURE
+  block_t *held; /* the block freed last, off the list (hot_push), counted */
+#endif
 } hot_list_t;
 /* A heap's blocks of one class on their way through the transfer cache
  * (transfer.c): other threads' blocks it freed, or took to hand out. A

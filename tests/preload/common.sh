@@ -18,6 +18,19 @@ need() { command -v "$1" >/dev/null 2>&1 || skip "$1 is not installed"; }
 # Runs a command with brisk preloaded.
 pre() { LD_PRELOAD="$LIB" "$@"; }
 
+# Runs a command with brisk preloaded that must print "ok", exit 0 and say
+# nothing on stderr (correct use raises no alarm).
+expect_quiet_ok() {
+  local rc
+  set +e
+  pre "$@" > "$TMP/out" 2> "$TMP/err"
+  rc=$?
+  set -e
+  [ "$rc" -eq 0 ] && [ "$(cat "$TMP/out")" = ok ] && [ ! -s "$TMP/err" ] ||
+    fail "$*: exit $rc, out '$(cat "$TMP/out")', err: $(cat "$TMP/err")"
+  echo "ok: correct use raises nothing"
+}
+
 # Runs a command with brisk preloaded and the dynamic linker logging its
 # symbol bindings to $TMP/ld-<tag>.<pid> (one file per process).
 pre_traced() {

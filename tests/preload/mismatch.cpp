@@ -1,6 +1,7 @@
 // Blocks freed another way than they were allocated, for the checked
-// library under LD_PRELOAD (mismatch.sh): each mode but "ok" frees one
-// block the wrong way and exits 0 if nothing stops it. "ok" frees every
+// library under LD_PRELOAD (mismatch.sh) and, with the wrong type, the
+// secure one (wrong_size.sh): each mode but "ok" frees one block the wrong
+// way and exits 0 if nothing stops it. "ok" frees every
 // kind the right way (plain, sized, aligned, nothrow, arrays, the standard
 // containers) and must raise nothing.
 #include <cstdio>
@@ -24,6 +25,10 @@ T *launder(T *p) {
 
 struct alignas(64) Wide {
   char bytes[64];
+};
+
+struct Record {
+  char bytes[72];
 };
 
 int correct_use() {
@@ -77,7 +82,13 @@ int main(int argc, char **argv) {
     g_sink = std::realloc(launder(new int(4)), 100);
     return 0;
   }
-  std::fprintf(stderr, "usage: %s ok|new_array_free|malloc_delete|new_delete_array|new_array_delete|new_realloc\n",
+  if (!std::strcmp(mode, "wrong_type_delete")) { /* a sized delete of 72 bytes, of a 1-byte block */
+    delete launder(reinterpret_cast<Record *>(new char('r')));
+    return 0;
+  }
+  std::fprintf(stderr,
+               "usage: %s ok|new_array_free|malloc_delete|new_delete_array|new_array_delete|new_realloc|"
+               "wrong_type_delete\n",
                argv[0]);
   return 64;
 }

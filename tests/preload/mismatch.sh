@@ -5,13 +5,7 @@
 source "$(dirname "$0")/common.sh"
 PROG=${2:?usage: $0 libbrisk-checked.so mismatch}
 
-set +e
-pre "$PROG" ok > "$TMP/out" 2> "$TMP/err"
-rc=$?
-set -e
-[ "$rc" -eq 0 ] && [ "$(cat "$TMP/out")" = ok ] && [ ! -s "$TMP/err" ] ||
-  fail "ok: exit $rc, out '$(cat "$TMP/out")', err: $(cat "$TMP/err")"
-echo "ok: correct use raises nothing"
+expect_quiet_ok "$PROG" ok
 
 expect_mismatch() {  # <mode> <freed with> <allocated with> <the right way>
   local rc
