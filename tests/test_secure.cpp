@@ -150,6 +150,27 @@ TEST_F(SecureDeath, WriteAfterFreeOfAHotBlockAborts) {
   }
 }
 
+TEST_F(SecureDeath, WriteAfterFreeOfTheBlockFreedLastAborts) {
+  // The hot block freed last is held off its list (hot_push): a fill of it
+  // after its free (mimalloc-bench's write_after_free, write_after_free_reuse)
+  // stops the next malloc or free of its class.
+  for (size_t size : {4000u, 40000u, 300000u}) {
+    SCOPED_TRACE(size);
+    for (bool then_free : {false, true}) {
+      EXPECT_DEATH(
+          {
+            void *keep = brisk_malloc(size);
+            void *p = brisk_malloc(size);
+            brisk_free(p);
+            memset(launder(p), 'A', size);
+            if (then_free) brisk_free(keep);
+            g_sink = brisk_malloc(size);
+          },
+          "corrupted free list at 0x[0-9a-f]+: a freed block written after its free");
+    }
+  }
+}
+
 namespace {
 // Fills pages with blocks of `size` and frees every eighth in address order
 // (enough that their pages are allocated from again), the last one b

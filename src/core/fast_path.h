@@ -95,8 +95,9 @@ static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg
    * class (counted as on it): a malloc right after its free gets another
    * block, not the one an attacker freed to have it handed out again in
    * its place (secure_last_freed_second). While it waits, its link word
-   * holds a copy of the mark its free wrote: a write after its free (the
-   * classic poisoning) sends the next free of its class to
+   * holds the complement of the mark its free wrote (hot_held_seal): a
+   * write after its free (the classic poisoning) sends the next free of
+   * its class to
    * _bk_heap_free_local, which stops the program (a jump: a call here made
    * every free keep registers on the stack, the frees of small blocks
    * too). The list then holds one block in a loop of one block, whose pop
@@ -107,7 +108,7 @@ static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg
 #endif
   if (hl->count >= hl->limit || h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
 #if BRISK_SECURE
-  ((uintptr_t *)b)[0] = ((uintptr_t *)b)[1];
+  hot_held_seal(b);
   hl->held = b;
   if (was) {
     link_set(was, hl->head);

@@ -94,6 +94,7 @@ static void *heap_malloc(heap_t *h, size_t size, bool others) {
   heap_tick(h);
   if (size > LARGE_SIZE_MAX) return _bk_huge_alloc(h, size, 0, false);
   unsigned cls = size_to_class(size);
+  hot_held_check(&h->hot[cls]);
   list_node_t *first = h->queues[cls].first;
   page_t *pg = LIST_ENTRY(first, page_t, link);
   if (likely(first != NULL)) {

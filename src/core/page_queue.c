@@ -129,10 +129,7 @@ void _bk_heap_release_empty(heap_t *h, uint64_t kept_before) {
  * thread through the delayed list). */
 void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b) {
   BRISK_ASSERT(page_used(pg) > 0);
-#if BRISK_SECURE
-  const block_t *held = h->hot[pg->size_class].held;
-  if (held && !hot_held_intact(held)) _bk_secure_corrupted_held(held); /* (hot_push) */
-#endif
+  hot_held_check(&h->hot[pg->size_class]);
   if (page_take_back(pg, b)) _bk_heap_page_alarm(h, pg);
 }
 

@@ -42,13 +42,25 @@ BRISK_INTERNAL _Noreturn void _bk_secure_bad_free(const char *call, const void *
 /* free(p) of a block its list is about to hand out (fast_path.h): aborts,
  * but is declared to return, as _bk_secure_corrupted_link_jump. */
 BRISK_INTERNAL void _bk_double_free_jump(const void *p);
-/* Whether a hot block held off its list (hot_push) still holds the copy of
- * its mark its free wrote in its link word. */
+/* A hot block held off its list (hot_push) holds in its link word the
+ * complement of the mark its free wrote: a write after the free changes
+ * one of them, and a fill of both words with one value breaks the pair. */
+static inline void hot_held_seal(block_t *b) { ((uintptr_t *)b)[0] = ~((uintptr_t *)b)[1]; }
 static inline bool hot_held_intact(const block_t *b) {
-  return ((const uintptr_t *)b)[0] == ((const uintptr_t *)b)[1];
+  return ((const uintptr_t *)b)[0] == ~((const uintptr_t *)b)[1];
 }
 /* A hot block held off its list was written after its free. */
 BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_held(const void *b);
+/* Stops the program if the block hl holds was written after its free: on
+ * the slow paths of its class, a free's (hot_push sends it there) and a
+ * malloc's (the hold keeps the block from the fast path's pops). */
+static inline void hot_held_check(const hot_list_t *hl) {
+#if BRISK_SECURE
+  if (hl->held && !hot_held_intact(hl->held)) _bk_secure_corrupted_held(hl->held);
+#else
+  (void)hl;
+#endif
+}
 /* A sized free (fn) of p naming `size` bytes, more than its block holds. */
 BRISK_INTERNAL _Noreturn void _bk_secure_wrong_size(const char *fn, const void *p, size_t size, size_t holds);
 BRISK_INTERNAL bool _bk_secure_guard(segment_t *seg, size_t size);
