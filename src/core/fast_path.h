@@ -97,10 +97,8 @@ static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg
    * its place (secure_last_freed_second). While it waits, its link word
    * holds the complement of the mark its free wrote (hot_held_seal): a
    * write after its free (the classic poisoning) sends the next free of
-   * its class to
-   * _bk_heap_free_local, which stops the program (a jump: a call here made
-   * every free keep registers on the stack, the frees of small blocks
-   * too). The list then holds one block in a loop of one block, whose pop
+   * its class to _bk_heap_free_local, which stops the program (a jump: a
+   * call here made every free keep registers on the stack). The list then holds one block in a loop of one block, whose pop
    * checks no link (a list of two, the block freed last second on it, cost
    * the loop 30 more instructions). */
   block_t *was = hl->held;
@@ -284,8 +282,14 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         return;
       }
       if (PEEK(pg->flags) == PAGE_HOT) {
+#if BRISK_SECURE
+        /* (Out of line, a jump: its hold, inline, made GCC save registers
+         * on every free, the small blocks' too.) */
+        _bk_hot_free(h, pg, p);
+#else
         if (unlikely(release_freed_twice(h->hot[pg->size_class].head, p))) _bk_double_free_jump(p);
         else if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
+#endif
         return;
       }
     }

@@ -61,6 +61,14 @@ static const block_t *held_of(const heap_t *h, unsigned cls) {
 #endif
 }
 
+#if BRISK_SECURE
+/* The secure library's free of the heap's own block of a hot class
+ * (free_fast). */
+void _bk_hot_free(heap_t *h, page_t *pg, block_t *b) {
+  if (!hot_push(h, pg, b)) _bk_heap_free_local(h, pg, b);
+}
+#endif
+
 /* Every hot block back to its page, as a free of the owner's. */
 void _bk_hot_flush(heap_t *h) {
   if (!h->hot_bytes) return;

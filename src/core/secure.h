@@ -51,6 +51,8 @@ static inline bool hot_held_intact(const block_t *b) {
 }
 /* A hot block held off its list was written after its free. */
 BRISK_INTERNAL _Noreturn void _bk_secure_corrupted_held(const void *b);
+/* free_fast's free of a block of a hot class of h's own (hot.c). */
+BRISK_INTERNAL void _bk_hot_free(heap_t *h, page_t *pg, block_t *b);
 /* Stops the program if the block hl holds was written after its free: on
  * the slow paths of its class, a free's (hot_push sends it there) and a
  * malloc's (the hold keeps the block from the fast path's pops). */
