@@ -454,6 +454,28 @@ TEST(Threads, AThreadReusesOtherThreadsBlocksItFreedFrom256Bytes) {
   }
 }
 
+// Blocks of an owner that has not allocated for a while (250 ms before the
+// freeing thread did) go back to its pages, not round the transfer cache:
+// there the freeing thread handed them out again and freed them again, a
+// free of another thread's block each time, for as long as the owner slept
+// (mimalloc-bench's larson: the main thread's blocks, 40% of the workers'
+// frees). So the freeing thread's next blocks are its own.
+TEST(Threads, BlocksOfAnIdleOwnerGoBackToItsPages) {
+  if (BRISK_TEST_CHECKED) GTEST_SKIP() << "the checked library frees every block to its page";
+  const size_t size = 512, n = 64;
+  std::vector<void *> blocks(n);
+  for (auto &p : blocks) p = brisk_malloc(size);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // idle: no allocation since
+  size_t reused = 0;
+  bt::on_fresh_thread([&] {
+    for (void *p : blocks) brisk_free(p);
+    std::vector<void *> again(n);
+    for (auto &p : again) reused += std::count(blocks.begin(), blocks.end(), p = brisk_malloc(size));
+    for (void *p : again) brisk_free(p);
+  });
+  EXPECT_EQ(reused, 0u) << "of " << n << " blocks of an idle owner, freed by another thread";
+}
+
 // Blocks of an exited thread's segment that another thread frees go back
 // to their pages, not round the transfer cache: the segment empties, and
 // the next thread that needs a page adopts it whole. Shared, they went

@@ -48,7 +48,7 @@ void _bk_abandon(segment_t *seg) {
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_release);
   PUBLISH(seg->state, SEG_STATE_ABANDONED);
   _bk_segment_pages_delta(seg, -(long)seg->pages_in_use);
-  seg->heap = NULL;
+  PUBLISH(seg->heap, NULL);
   _bk_abandoned_push(seg);
 }
 
@@ -57,7 +57,7 @@ void _bk_abandon(segment_t *seg) {
  * are set so that all later remote frees go to the page itself. Returns how
  * many pages still hold blocks. */
 uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter) {
-  if (adopter) seg->heap = NULL; /* counted into the adopter below */
+  if (adopter) PUBLISH(seg->heap, NULL); /* counted into the adopter below */
   for (uint64_t pages = segment_pages_not_free(seg); pages; pages &= pages - 1) {
     page_t *pg = &seg->pages[__builtin_ctzll(pages)];
     if (!pg->in_use) continue;
@@ -72,7 +72,7 @@ uint32_t _bk_segment_collect_pages(segment_t *seg, heap_t *adopter) {
     else if (adopter) _bk_heap_queue_push(adopter, pg);
   }
   if (adopter) {
-    seg->heap = adopter;
+    PUBLISH(seg->heap, adopter);
     _bk_segment_pages_delta(seg, (long)seg->pages_in_use);
   }
   return seg->pages_in_use;

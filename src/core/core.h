@@ -243,7 +243,7 @@ BRISK_INTERNAL void _bk_transfer_classes_init(void); /* once, at process start *
 /* Whether a free of a block of pg (in seg, which another heap owns) goes
  * to the transfer cache: then _bk_transfer_free(h, class, block) on the
  * freeing thread's heap h; else the caller frees it remotely. */
-BRISK_INTERNAL bool _bk_transfer_wants(const segment_t *seg, const page_t *pg);
+BRISK_INTERNAL bool _bk_transfer_wants(const segment_t *seg, const page_t *pg, const heap_t *freeing);
 BRISK_INTERNAL void _bk_transfer_free(heap_t *h, unsigned cls, block_t *b);
 /* A block of class cls from the transfer cache, or NULL. */
 BRISK_INTERNAL void *_bk_transfer_malloc(heap_t *h, unsigned cls, size_t size);

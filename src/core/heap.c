@@ -78,6 +78,7 @@ static inline void heap_tick(heap_t *h) {
 }
 
 block_t *_bk_heap_heartbeat(heap_t *h, block_t *b) {
+  PUBLISH(h->active_ms, _bk_os_now_ms());
   PUBLISH(h->stat_requested, heap_requested(h));
   PUBLISH(h->beat_budget, HEAP_BEAT_BYTES);
   heap_tick(h);
@@ -142,7 +143,7 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
   if (atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) != h->uid) {
     block_t *b = page_has_aligned_for_others(pg) ? _bk_page_block_start(pg, p) : (block_t *)p;
     /* (A thread that only frees gets a heap for its batches.) */
-    if (_bk_transfer_wants(seg, pg) && (h != &_bk_heap_empty || (h = _bk_heap_get_initialized())))
+    if (_bk_transfer_wants(seg, pg, h) && (h != &_bk_heap_empty || (h = _bk_heap_get_initialized())))
       _bk_transfer_free(h, page_class_for_others(pg), b);
     else _bk_page_free_remote(pg, b);
     return;

@@ -51,6 +51,7 @@ static void heap_reset_fields(heap_t *h) {
   _bk_hot_init(h);
   h->kept_empty_bytes = 0;
   h->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
+  PUBLISH(h->active_ms, _bk_os_now_ms());
 }
 
 /* A new heap in the registry (so purge passes and stats see it). */

@@ -28,7 +28,7 @@ static void huge_setup(segment_t *seg, size_t offset) {
   seg->page_count = 1;
   PUBLISH(seg->pages[0].in_use, 0);
   page_secure_update(&seg->pages[0]); /* its frees go out of line */
-  seg->heap = NULL;
+  PUBLISH(seg->heap, NULL);
   seg->link.next = seg->link.prev = NULL;
   atomic_store_explicit(&seg->owner_uid, 0, memory_order_relaxed);
 }
@@ -58,7 +58,7 @@ static bool resize_in_place(segment_t *seg, size_t size) {
 static void heap_link(heap_t *h, segment_t *seg) {
   if (!h->is_explicit) return;
   pthread_mutex_lock(&h->huge_lock);
-  seg->heap = h;
+  PUBLISH(seg->heap, h);
   list_push_front(&h->huge_blocks, &seg->link);
   pthread_mutex_unlock(&h->huge_lock);
   atomic_fetch_add_explicit(&h->mapped_bytes, seg->mapped_size, memory_order_relaxed);
@@ -69,7 +69,7 @@ static void heap_unlink(segment_t *seg) {
   if (!h) return;
   pthread_mutex_lock(&h->huge_lock);
   list_remove(&h->huge_blocks, &seg->link);
-  seg->heap = NULL;
+  PUBLISH(seg->heap, NULL);
   pthread_mutex_unlock(&h->huge_lock);
   atomic_fetch_sub_explicit(&h->mapped_bytes, seg->mapped_size, memory_order_relaxed);
 }

@@ -202,6 +202,7 @@ void _bk_purge_note_pending(void) {
 void _bk_purge_maybe(heap_t *h) {
   if (_bk_opt.realtime) return;
   uint64_t now = _bk_os_now_ms(), half = _bk_opt.purge_delay_ms / 2;
+  PUBLISH(h->active_ms, now);                                     /* (as its heartbeat: transfer.c) */
   if (now >= h->next_purge_ms || h->next_purge_ms > now + half) { /* (the delay may have shrunk) */
     h->next_purge_ms = now + half;
     _bk_hot_flush(h); /* (the caller has not started on its page lists yet) */

@@ -122,7 +122,7 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
     page_secure_update(&seg->pages[i]);
     if (!page_is_usable(seg, i)) seg->free_page_mask &= ~((uint64_t)1 << i);
   }
-  seg->heap = h;
+  PUBLISH(seg->heap, h);
   PUBLISH(seg->of_explicit_heap, (uint8_t)h->is_explicit);
   PUBLISH(seg->kind, (uint8_t)kind);
   PUBLISH(seg->state, SEG_STATE_OWNED);
@@ -215,7 +215,7 @@ void _bk_segment_release(segment_t *seg) {
   if (seg->kind != SEG_HUGE)
     for (uint32_t i = 0; seg->pages_in_use && i < seg->page_count; i++)
       if (seg->pages[i].in_use) _bk_segment_threaded(-page_threaded(&seg->pages[i]));
-  seg->heap = NULL;
+  PUBLISH(seg->heap, NULL);
   if (!_bk_segment_cache_put(seg)) _bk_segment_unmap(seg);
 }
 

@@ -223,7 +223,7 @@ typedef struct segment {
   /* Paged: bit i set when the i-th 64th of the segment may be resident
    * (touched by blocks since its last purge; segment.c). */
   uint64_t resident_mask;
-  struct heap *heap; /* owning heap (only the owner reads it) */
+  struct heap *heap; /* owning heap; PUBLISHed, PEEKed by other threads' frees (transfer.c) */
   /* In its heap's segment list (owner), the abandoned list or an explicit
    * heap's huge blocks (under their locks). */
   list_node_t link;
@@ -326,6 +326,10 @@ typedef struct heap {
   size_t max_bytes;          /* 0 = unbounded */
   pthread_mutex_t huge_lock; /* huge blocks may be freed by any thread */
   list_t huge_blocks;
+  /* When the owner last allocated (its heartbeat's clock, ms), on a line of
+   * its own: read by other threads' frees (_bk_transfer_wants). PUBLISHed;
+   * relaxed: a hint. */
+  _Alignas(64) uint64_t active_ms;
 } heap_t;
 
 /* A handle's struct starts its life with a magic of its kind and gets
