@@ -72,9 +72,14 @@ static page_t *fresh_page(heap_t *h, unsigned cls) {
 }
 
 /* The purge timer is read every 64 entries of the slow path and of the
- * heartbeat. */
+ * heartbeat; the clock every 8th, for the heap's stamp of activity
+ * (transfer.c: at every 64th, a producer among 100 on 2 cores stamped
+ * once in 0.6 s, seemed idle, and its consumers sent its blocks home:
+ * xmalloc-test with 100 producers took 1.25x the time). */
 static inline void heap_tick(heap_t *h) {
-  if (unlikely((++h->slow_calls & 63) == 0)) _bk_purge_maybe(h);
+  if (likely((++h->slow_calls & 7) != 0)) return;
+  if ((h->slow_calls & 63) == 0) _bk_purge_maybe(h); /* (it stamps too) */
+  else PUBLISH(h->active_ms, _bk_os_now_ms());
 }
 
 block_t *_bk_heap_heartbeat(heap_t *h, block_t *b) {
