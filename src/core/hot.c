@@ -39,24 +39,13 @@ void _bk_hot_init(heap_t *h) {
   h->hot_bytes = 0;
 }
 
-/* The secure library's block held off the list of class cls (hot_push),
- * taken off it, or NULL. */
-static block_t *take_held(heap_t *h, unsigned cls) {
+/* Where the secure library holds hl's block freed last (hot_push), or NULL
+ * in the libraries that hold none. */
+static block_t **held_slot(hot_list_t *hl) {
 #if BRISK_SECURE
-  block_t *b = h->hot[cls].held;
-  h->hot[cls].held = NULL;
-  return b;
+  return &hl->held;
 #else
-  (void)h, (void)cls;
-  return NULL;
-#endif
-}
-
-static const block_t *held_of(const heap_t *h, unsigned cls) {
-#if BRISK_SECURE
-  return h->hot[cls].held;
-#else
-  (void)h, (void)cls;
+  (void)hl;
   return NULL;
 #endif
 }
@@ -74,10 +63,10 @@ void _bk_hot_flush(heap_t *h) {
   if (!h->hot_bytes) return;
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
     hot_list_t *hl = &h->hot[cls];
-    block_t *held = take_held(h, cls);
-    if (held) {
-      hot_unlinked(h, hl, hl->head); /* its count and bytes; the list stays */
-      _bk_heap_free_local(h, page_of(segment_of(held), held), held);
+    block_t **held = held_slot(hl);
+    if (held && *held) { /* (counted as on the list: it goes with it) */
+      hot_link(hl, *held);
+      *held = NULL;
     }
     while (hl->head) {
       block_t *b = hot_unlink(h, hl);
@@ -93,7 +82,8 @@ void _bk_hot_flush(heap_t *h) {
  * brisk_check_heap, on the heap's own thread. */
 long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad) {
   long n = 0;
-  const block_t *held = held_of(h, cls);
+  block_t **slot = held_slot(&h->hot[cls]);
+  const block_t *held = slot ? *slot : NULL;
   for (const block_t *b = held ? held : h->hot[cls].head; b; b = b == held ? h->hot[cls].head : link_get(b)) {
     segment_t *seg = segment_of(b);
     page_t *pg = seg && seg->kind != SEG_HUGE &&
