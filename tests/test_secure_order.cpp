@@ -141,6 +141,31 @@ TEST(Secure, AMallocRightAfterAFreeGetsAnotherBlock) {
   });
 }
 
+TEST(Secure, AMallocRightAfterAFreeGetsAnotherBlockAsPagesFill) {
+  // The same, with each block kept: the heap fills page after page, and at
+  // the end of each, the block just freed was the page's only free block
+  // (a heap sprayed full, then one free and one malloc).
+  bt::on_fresh_thread([] {
+    for (size_t size : {16u, 64u, 256u, 1000u, 1500u}) {
+      std::vector<void *> kept;
+      int same = 0;
+      for (int i = 0; i < 20000; i++) {
+        void *p = brisk_malloc(size);
+        ASSERT_NE(p, nullptr);
+        brisk_free(p);
+        void *q = brisk_malloc(size);
+        ASSERT_NE(q, nullptr);
+        same += q == p;
+        kept.push_back(q);
+      }
+      EXPECT_EQ(same, 0) << "blocks of " << size << " B";
+      std::set<void *> distinct(kept.begin(), kept.end());
+      EXPECT_EQ(distinct.size(), kept.size()) << "a block handed out twice";
+      for (void *q : kept) brisk_free(q);
+    }
+  });
+}
+
 TEST(Secure, CorrectUseRaisesNoAlarm) {
   // Every tier, freed by the allocating thread and by another, reallocated
   // across tiers, aligned: the checks stay silent and contents survive.

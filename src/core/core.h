@@ -180,9 +180,8 @@ BRISK_INTERNAL void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b);
  * hands out (LIFO), while its lines are still in the cache: a malloc-free
  * loop of 1 KiB blocks that cycled through the 16 KiB a page threads at a
  * time took 0.41 s per 100 M pairs, and 0.28 reusing the one block. The
- * secure library puts it on local_free instead, handed out once the page's
- * list runs dry: the block a program just freed is not the next one it
- * gets, which a use-after-free would count on. */
+ * secure library puts it on local_free, handed out once the page's list
+ * runs dry: not the next block, which a use after free would count on. */
 static inline __attribute__((always_inline)) bool page_take_back(page_t *pg, block_t *b) {
 #if BRISK_SECURE
   link_set(b, pg->local_free);
@@ -195,11 +194,12 @@ static inline __attribute__((always_inline)) bool page_take_back(page_t *pg, blo
 }
 
 /* pg's other list (collected remote frees; in the secure library also the
- * owner's frees) becomes its next blocks to hand out (pg->free is empty):
- * no atomics. */
-static inline void page_reuse_local(page_t *pg) {
-  pg->free = secure_last_freed_second(pg, pg->local_free);
+ * owner's frees) becomes its next blocks to hand out (pg->free is empty),
+ * with no atomics; false when it does not (secure_last_freed_second). */
+static inline bool page_reuse_local(page_t *pg) {
+  if (!(pg->free = secure_last_freed_second(pg, pg->local_free))) return false;
   pg->local_free = NULL;
+  return true;
 }
 
 /* Blocks of pg handed out and not yet known to be free. */

@@ -170,10 +170,7 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
     if (likely(pg->free != NULL)) return page_pop(h, pg, size);
     /* The page's other list is next (as in _bk_heap_malloc_generic): its
      * collected remote frees, and in the secure library its owner's. */
-    if (pg->local_free) {
-      page_reuse_local(pg);
-      return page_pop(h, pg, size);
-    }
+    if (pg->local_free && page_reuse_local(pg)) return page_pop(h, pg, size);
     transfer_list_t *tl = transfer_ready(h, _bk_direct_class[(size + 15) >> 4], size);
     if (tl) return transfer_pop(h, tl, size);
   } else if (size <= LARGE_SIZE_MAX) {

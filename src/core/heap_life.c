@@ -59,7 +59,12 @@ heap_t *_bk_heap_create(bool is_explicit) {
   pthread_mutex_lock(&registry_lock);
   heap_t *h = heap_struct_alloc();
   if (h) {
-    memset(h, 0, sizeof *h);
+    /* All but the stamp, which a remote free may be reading (owner_idle,
+     * transfer.c: through a segment the struct's last heap owned), atomically
+     * as it is written in heap_reset_fields. */
+    size_t stamp = offsetof(heap_t, active_ms), after = stamp + sizeof h->active_ms;
+    memset(h, 0, stamp);
+    memset((char *)h + after, 0, sizeof *h - after);
     heap_reset_fields(h);
     h->is_explicit = is_explicit;
     if (is_explicit) h->magic = HEAP_MAGIC;

@@ -194,19 +194,22 @@ static inline block_t *link_get_in_page(const page_t *pg, const block_t *b) {
  * second, so a free and a malloc of its size right after it do not get the
  * same block back (the use after free an attacker arranges by freeing an
  * object and allocating one of its size in its place). A list of one block
- * (or none) stays as it is. Once per cycle of the page's lists. */
+ * is not taken (NULL): that block is the one freed last, and it waits on
+ * local_free for the next free of the page, while malloc threads fresh
+ * blocks or takes another page (the page parks as full: a heap sprayed to
+ * fill a page, then one free and one malloc, got the freed block back).
+ * Once per cycle of the page's lists. */
 static inline block_t *secure_last_freed_second(const page_t *pg, block_t *list) {
 #if BRISK_SECURE && !BRISK_CHECKED
   block_t *second = list ? link_get_in_page(pg, list) : NULL;
-  if (second) {
-    link_set(list, link_get_in_page(pg, second));
-    link_set(second, list);
-    return second;
-  }
+  if (!second) return NULL;
+  link_set(list, link_get_in_page(pg, second));
+  link_set(second, list);
+  return second;
 #else
   (void)pg;
-#endif
   return list;
+#endif
 }
 
 /* The page of a block on a list that spans pages (hot lists, a heap's
