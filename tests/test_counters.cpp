@@ -14,6 +14,7 @@
 #include "brisk.h"
 
 extern "C" size_t _bk_cache_dirty_allowance(size_t floor, unsigned times, size_t rebuilding, uint64_t now);
+extern "C" void _bk_segment_cache_purge(uint64_t now, bool force);
 
 namespace {
 
@@ -54,6 +55,32 @@ TEST(Counters, AThreadsHugeBlocksPastTheStepAreShared) {
   t.join();
   EXPECT_GE(seen_outside, before + size);
   EXPECT_EQ(live_huge_seen(), before);
+}
+
+// A purge pass reads the clock once, then walks the cache, where another
+// thread may have just put a segment stamped by a clock read later. The age
+// was computed unsigned: it wrapped, and the pass purged that segment at
+// once (a flaky failure of ShortThreads.CachedSegmentsAreWeighedByWhat-
+// TheirBlocksTouched under TSan, where two threads exited together). Here
+// the pass's clock reads 1 ms after boot, earlier than every stamp.
+TEST(Clock, APassWhoseClockReadsBeforeACachedSegmentsStampPurgesNothingOfIt) {
+  brisk_heap_t *heap = brisk_heap_new();
+  ASSERT_NE(heap, nullptr);
+  for (int i = 0; i < 4000; i++) {
+    auto *p = static_cast<unsigned char *>(brisk_heap_malloc(heap, 200));
+    ASSERT_NE(p, nullptr);
+    p[0] = p[199] = 1;
+  }
+  brisk_heap_destroy(heap);  // its segment goes to the shared cache, stamped now
+  brisk_stats_t before{}, after{};
+  before.version = after.version = BRISK_STATS_VERSION;
+  ASSERT_EQ(brisk_stats_get(&before), 0);
+  ASSERT_GT(before.cached, 0u);
+  _bk_segment_cache_purge(1, false);
+  ASSERT_EQ(brisk_stats_get(&after), 0);
+  EXPECT_EQ(after.madvise_calls, before.madvise_calls) << "a segment cached after the pass read its clock was purged";
+  EXPECT_EQ(after.munmap_calls, before.munmap_calls) << "a segment cached after the pass read its clock was unmapped";
+  EXPECT_EQ(after.cached, before.cached);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ static size_t peak_update(window_peak_t *w, size_t value, bool new_window) {
 size_t _bk_cache_in_use_recently(uint64_t now, size_t cached, size_t *touched) {
   size_t mapped = _bk_memory_mapped();
   uint64_t start = atomic_load_explicit(&window_start_ms, memory_order_relaxed);
-  bool new_window = now - start >= _bk_opt.purge_delay_ms &&
+  bool new_window = ms_since(now, start) >= _bk_opt.purge_delay_ms &&
       atomic_compare_exchange_strong_explicit(&window_start_ms, &start, now, memory_order_relaxed,
                                               memory_order_relaxed);
   *touched = peak_update(&touched_peak, _bk_segment_threaded_bytes() + huge_live(), new_window);
@@ -96,7 +96,7 @@ static _Atomic(size_t) group_rebuilt;
 bool _bk_cache_group_end_purges(uint64_t now) {
   uint64_t last = atomic_load_explicit(&group_purge_ms, memory_order_relaxed);
   if (!last || atomic_load_explicit(&group_rebuilt, memory_order_relaxed) < GROUP_REBUILT_HOLD) return true;
-  return now - last >= GROUP_HOLD_DELAYS * _bk_opt.purge_delay_ms;
+  return ms_since(now, last) >= GROUP_HOLD_DELAYS * _bk_opt.purge_delay_ms;
 }
 
 void _bk_cache_group_end_purged(uint64_t now) {
@@ -107,9 +107,9 @@ void _bk_cache_group_end_purged(uint64_t now) {
 void _bk_cache_note_reuse(bool purged, size_t bytes, uint64_t cached_at, uint64_t now) {
   uint64_t delay = _bk_opt.purge_delay_ms;
   uint64_t group = atomic_load_explicit(&group_purge_ms, memory_order_relaxed);
-  if (purged && group && cached_at <= group && now - group < 2 * delay)
+  if (purged && group && cached_at <= group && ms_since(now, group) < 2 * delay)
     atomic_fetch_add_explicit(&group_rebuilt, bytes, memory_order_relaxed);
-  if (now - cached_at >= delay) return; /* the delay would have purged it too */
+  if (ms_since(now, cached_at) >= delay) return; /* the delay would have purged it too */
   uint64_t until = atomic_load_explicit(&rebuild_until_ms, memory_order_relaxed);
   if (!purged && now >= until) return;
   if (until < now + delay) atomic_store_explicit(&rebuild_until_ms, now + 2 * delay, memory_order_relaxed);

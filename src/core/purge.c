@@ -44,7 +44,7 @@ static bool pass_due(uint64_t now) {
   uint64_t interval = atomic_load_explicit(&purge_pending, memory_order_relaxed) ? _bk_opt.purge_delay_ms / 2
                                                                                  : 1000;
   if (interval < 10) interval = 10;
-  return now - atomic_load_explicit(&last_pass_ms, memory_order_relaxed) >= interval;
+  return ms_since(now, atomic_load_explicit(&last_pass_ms, memory_order_relaxed)) >= interval;
 }
 
 /* Runs a pass (purge_shared, or a group's end below). The caller holds
@@ -114,7 +114,7 @@ void _bk_purge_thread_exited(bool group_ended) {
     pthread_mutex_unlock(&pass_lock);
     return;
   }
-  if (!group_end_window_ms || now - group_end_window_ms >= _bk_opt.purge_delay_ms) {
+  if (!group_end_window_ms || ms_since(now, group_end_window_ms) >= _bk_opt.purge_delay_ms) {
     group_end_window_ms = now;
     group_end_purges = 0;
   }

@@ -227,7 +227,8 @@ void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force) {
   size_t run_len = 0;
   for (uint32_t i = 0; i <= seg->page_count; i++) {
     page_t *pg = i < seg->page_count ? &seg->pages[i] : NULL;
-    if (pg && !pg->in_use && pg->needs_purge && (force || now - pg->idle_since_ms >= _bk_opt.purge_delay_ms)) {
+    if (pg && !pg->in_use && pg->needs_purge &&
+        (force || ms_since(now, pg->idle_since_ms) >= _bk_opt.purge_delay_ms)) {
       size_t len;
       uint8_t *start = page_area(seg, i, &len);
       if (!run) {

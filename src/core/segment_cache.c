@@ -276,7 +276,7 @@ bool _bk_slots_purge(cache_slot_t *slots, size_t n, uint64_t now, bool force, bo
   for (size_t i = 0; i < n; i++) {
     segment_t *seg = atomic_load_explicit(&slots[i].seg, memory_order_acquire);
     if (!seg || seg == SLOT_BUSY) continue;
-    uint64_t age = now - atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed);
+    uint64_t age = ms_since(now, atomic_load_explicit(&slots[i].since_ms, memory_order_relaxed));
     bool purged = atomic_load_explicit(&slots[i].size_kind, memory_order_relaxed) & TAG_PURGED;
     if (!force && age < _bk_opt.purge_delay_ms) {
       pending = true;

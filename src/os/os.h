@@ -108,6 +108,11 @@ BRISK_INTERNAL uint64_t _bk_os_call_count(enum os_call which);
 
 /* A coarse monotonic clock (a few ms resolution, no system call on Linux). */
 BRISK_INTERNAL uint64_t _bk_os_now_ms(void);
+/* The milliseconds from `then` to `now`, 0 when `then` is later: a stamp
+ * another thread wrote may come from a clock read after this thread read
+ * `now` (subtracted unsigned, that made an age of 584 million years, and a
+ * purge pass purged at once a segment another thread had just cached). */
+static inline uint64_t ms_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 BRISK_INTERNAL void _bk_os_yield(void);
 BRISK_INTERNAL void _bk_os_sleep_ms(unsigned ms);
 BRISK_INTERNAL long _bk_os_process_id(void);
