@@ -134,20 +134,28 @@ for h in "${HARNESSES[@]}"; do
   [ -d "$ROOT/fuzz/crashes/$h" ] && corpus+=("$ROOT/fuzz/crashes/$h") # past findings, replayed first
   log=$BUILD/$h.log
   echo "fuzz: $h for ${SECONDS_EACH}s (log: build-fuzz/$h.log)"
+  # Run in build-fuzz/: with -jobs=N in FUZZ_ARGS, libFuzzer writes each
+  # job's log to fuzz-<job>.log in its working directory.
+  rm -f "$BUILD"/fuzz-*.log
   # shellcheck disable=SC2046,SC2086
-  nice -n "${FUZZ_NICE:-10}" "$BUILD/fuzz/$h" $(flags_for "$h") -max_total_time="$SECONDS_EACH" \
-    -print_final_stats=1 -artifact_prefix="$BUILD/crashes/$h-" ${FUZZ_ARGS:-} "${corpus[@]}" >"$log" 2>&1
+  (cd "$BUILD" && nice -n "${FUZZ_NICE:-10}" "$BUILD/fuzz/$h" $(flags_for "$h") -max_total_time="$SECONDS_EACH" \
+    -print_final_stats=1 -artifact_prefix="$BUILD/crashes/$h-" ${FUZZ_ARGS:-} "${corpus[@]}") >"$log" 2>&1
   rc=$?
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  # The jobs' logs, when there are any, hold the figures (the main log
+  # repeats one of them): executions and rates summed over the jobs.
+  jobs=()
+  compgen -G "$BUILD/fuzz-*.log" >/dev/null && jobs=("$BUILD"/fuzz-*.log)
+  figures=("${jobs[@]:-$log}")
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "${figures[@]}" | awk '{ s += $1 } END { if (NR) print s }')
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "${figures[@]}" | awk '{ s += $1 } END { if (NR) print s }')
   files=$(ls "${corpus[0]}" | wc -l)
   kib=$(kib_of "${corpus[0]}")
   line=$(printf '%-14s %5ss %10s execs %6s/s  corpus %s inputs, %s KiB' "$h" "$SECONDS_EACH" "${execs:-?}" \
          "${rate:-?}" "$files" "$kib")
   if [ "$rc" -ne 0 ]; then
     FAILED=1
-    crash=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -1)
-    grep -E -m1 -B2 -A12 "^fuzz:|ERROR: (Address|Undefined|libFuzzer)|runtime error" "$log" | head -40
+    crash=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" "${jobs[@]}" | tail -1)
+    grep -h -E -m1 -B2 -A12 "^fuzz:|ERROR: (Address|Undefined|libFuzzer)|runtime error" "$log" "${jobs[@]}" | head -40
     SUMMARY+=("$line  FAILED (exit $rc)${crash:+; input: ${crash#"$ROOT"/}}")
     [ -n "$crash" ] && SUMMARY+=("    reproduce: build-fuzz/fuzz/$h ${crash#"$ROOT"/}")
   else
