@@ -124,6 +124,13 @@ if [ "$MODE" = minimize ]; then
 fi
 
 # ---- run ----------------------------------------------------------------------------
+# stat_sum NAME LOG...: libFuzzer's final stat::NAME added up over the logs
+# (empty when none has it).
+stat_sum() {
+  local name=$1; shift
+  sed -n "s/^stat::$name: *//p" "$@" | awk '{ s += $1 } END { if (NR) print s }'
+}
+
 SUMMARY=()
 FAILED=0
 for h in "${HARNESSES[@]}"; do
@@ -146,8 +153,8 @@ for h in "${HARNESSES[@]}"; do
   jobs=()
   compgen -G "$BUILD/fuzz-*.log" >/dev/null && jobs=("$BUILD"/fuzz-*.log)
   figures=("${jobs[@]:-$log}")
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "${figures[@]}" | awk '{ s += $1 } END { if (NR) print s }')
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "${figures[@]}" | awk '{ s += $1 } END { if (NR) print s }')
+  execs=$(stat_sum number_of_executed_units "${figures[@]}")
+  rate=$(stat_sum average_exec_per_sec "${figures[@]}")
   files=$(ls "${corpus[0]}" | wc -l)
   kib=$(kib_of "${corpus[0]}")
   line=$(printf '%-14s %5ss %10s execs %6s/s  corpus %s inputs, %s KiB' "$h" "$SECONDS_EACH" "${execs:-?}" \
