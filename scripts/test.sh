@@ -71,6 +71,7 @@ install_deps() {
   # Optional: the preload tests that need them are skipped (exit 77) without them.
   local optional=()
   command -v redis-server >/dev/null 2>&1 || optional+=(redis-server)
+  command -v node >/dev/null 2>&1 || command -v nodejs >/dev/null 2>&1 || optional+=(nodejs)
   command -v strace >/dev/null 2>&1 || optional+=(strace)
   command -v valgrind >/dev/null 2>&1 || optional+=(valgrind)
   if [ ${#missing[@]} -eq 0 ] && [ ${#optional[@]} -eq 0 ]; then

@@ -54,3 +54,14 @@ served_by_brisk() {
   rm -f "$TMP"/ld-"$tag".*
   echo "ok: $prog bound malloc/free to $(basename "$LIB")"
 }
+
+# Runs a command without brisk and then with it preloaded: both succeed and
+# print the same, non-empty output, left in $expected. <name> names it in
+# the messages.
+expect_same_output() {
+  local name=$1 got; shift
+  expected=$("$@") || fail "$name fails without brisk"
+  [ -n "$expected" ] || fail "$name printed nothing"
+  got=$(pre "$@") || fail "$name failed under brisk (exit $?)"
+  [ "$got" = "$expected" ] || fail "$name: output differs under brisk: '$got' vs '$expected'"
+}

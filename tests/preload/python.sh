@@ -8,11 +8,7 @@ PY=/usr/bin/python3
 [ -n "$PY" ] || skip "python3 is not installed"
 SCRIPT="$HERE/workload.py"
 
-expected=$("$PY" "$SCRIPT") || fail "workload.py fails without brisk"
-[ -n "$expected" ] || fail "workload.py printed nothing"
-
-got=$(pre "$PY" "$SCRIPT") || fail "workload.py failed under brisk (exit $?)"
-[ "$got" = "$expected" ] || fail "output differs under brisk: '$got' vs '$expected'"
+expect_same_output workload.py "$PY" "$SCRIPT"
 
 got=$(PYTHONMALLOC=malloc pre "$PY" "$SCRIPT") || fail "workload.py failed under brisk with PYTHONMALLOC=malloc"
 [ "$got" = "$expected" ] || fail "output differs under brisk with PYTHONMALLOC=malloc"
