@@ -4,7 +4,7 @@
  * (segment_of) is inline in types.h. */
 #include "core/core.h"
 
-/* 64 MiB of zero-initialized address space: only the pages whose chunks
+/* 32 MiB (x86-64) or 64 MiB of zero-initialized address space: only the pages whose chunks
  * hold segments are ever touched, so it costs a few KiB of memory. Being
  * static, it is valid before any initialization runs. */
 BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[CHUNK_MAP_ENTRIES];

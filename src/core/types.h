@@ -389,12 +389,12 @@ static inline unsigned large_size_to_class(size_t size) {
   return _bk_large_class[(size - 1) >> LARGE_CLASS_STEP_SHIFT];
 }
 
-/* One byte per 4 MiB chunk of the 48-bit address space (chunk_map.c): 0 =
+/* One byte per 4 MiB chunk below 2^OS_ADDRESS_BITS (chunk_map.c): 0 =
  * not brisk's, 1 = a segment header starts here, k > 1 = this chunk belongs
  * to the segment whose header is k - 1 chunks lower (huge blocks span
  * many). Relaxed loads: a thread looks up only pointers it holds, whose
  * mapping was marked before the pointer was handed out. */
-#define CHUNK_MAP_ENTRIES ((size_t)1 << (48 - SEGMENT_SHIFT))
+#define CHUNK_MAP_ENTRIES ((size_t)1 << (OS_ADDRESS_BITS - SEGMENT_SHIFT))
 extern BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[CHUNK_MAP_ENTRIES];
 
 /* Whether a segment header starts in p's own chunk (tag 1), at p's address
@@ -407,7 +407,7 @@ static inline bool chunk_starts_segment(const void *p) {
 
 static inline segment_t *segment_of(const void *p) {
   uintptr_t a = (uintptr_t)p;
-  if (unlikely(a >> 48)) return NULL;
+  if (unlikely(a >> OS_ADDRESS_BITS)) return NULL;
   size_t idx = a >> SEGMENT_SHIFT;
   uint8_t tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
   segment_t *seg;

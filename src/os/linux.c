@@ -62,6 +62,10 @@ void *_bk_os_map(size_t size, size_t align, size_t skew) {
   count(OS_MMAP);
   uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
+  if ((uintptr_t)m + span > ((uintptr_t)1 << OS_ADDRESS_BITS)) { /* (a kernel that broke its rule) */
+    _bk_os_unmap(m, span);
+    return NULL;
+  }
   space_taken();
   uint8_t *p = m;
   if (over) p = (uint8_t *)((((uintptr_t)m + skew + align - 1) & ~(uintptr_t)(align - 1)) - skew);

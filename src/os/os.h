@@ -52,10 +52,22 @@ BRISK_INTERNAL bool _bk_os_page_size_force(size_t size);
 
 /* ---- Address space ------------------------------------------------------ */
 
+/* Every address brisk maps is below 2^OS_ADDRESS_BITS. Linux hands out
+ * addresses above 2^47 on x86-64 (5-level paging) and above 2^48 on arm64
+ * (52-bit VA) only to an mmap whose hint lies above, and brisk passes none;
+ * _bk_os_map refuses a mapping past it all the same. One bit fewer on
+ * x86-64 halves the chunk map (types.h), address space that counts against
+ * RLIMIT_AS. */
+#if defined(__x86_64__)
+#define OS_ADDRESS_BITS 47
+#else
+#define OS_ADDRESS_BITS 48
+#endif
+
 /* Maps `size` bytes (a multiple of the OS page), readable and writable, at
  * an address p such that p + skew is a multiple of align (align and skew
  * multiples of the OS page, skew < align; align <= OS_PAGE_SIZE means any
- * page). NULL when the kernel refuses. */
+ * page), below 2^OS_ADDRESS_BITS. NULL when the kernel refuses. */
 BRISK_INTERNAL void *_bk_os_map(size_t size, size_t align, size_t skew);
 BRISK_INTERNAL void _bk_os_unmap(void *p, size_t size);
 /* Memory for brisk's own records (heap structs, the checked library's

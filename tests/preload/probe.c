@@ -15,6 +15,10 @@
  *   brisk_probe over-cap      three 64 MiB mallocs (each line says whether it
  *                             got NULL with ENOMEM), then small ones, then the
  *                             options as for "options"
+ *   brisk_probe vm            one malloc, then "vm_kb=N": the address space
+ *                             the process has mapped (VmSize)
+ *   brisk_probe big-touch     a 16 MiB malloc, every page written: "ok", or
+ *                             "NULL, errno N"
  *
  * The markers are single write(2) calls ("@@BRISK-PROBE-START@@" and
  * "@@BRISK-PROBE-END@@"), so strace shows where the measured part begins and
@@ -286,6 +290,34 @@ static int mode_over_cap(void) {
   return mode_options();
 }
 
+/* The address space mapped once the allocator is set up (what RLIMIT_AS
+ * counts), and a big block under such a limit. */
+static int mode_vm(void) {
+  keep[0] = malloc(100);
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 7;
+  char line[256];
+  long kb = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmSize: %ld kB", &kb) == 1) break;
+  fclose(f);
+  printf("vm_kb=%ld\n", kb);
+  return kb < 0 ? 7 : 0;
+}
+
+static int mode_big_touch(void) {
+  errno = 0;
+  char *p = malloc(16 * MiB);
+  if (!p) {
+    printf("NULL, errno %d\n", errno);
+    return 0;
+  }
+  memset(p, 1, 16 * MiB);
+  keep[0] = p;
+  puts("ok");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   if (!strcmp(mode, "loaded")) {
@@ -299,6 +331,8 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "cold")) return mode_cold();
   if (!strcmp(mode, "reserve")) return mode_reserve();
   if (!strcmp(mode, "over-cap")) return mode_over_cap();
+  if (!strcmp(mode, "vm")) return mode_vm();
+  if (!strcmp(mode, "big-touch")) return mode_big_touch();
   if (!strcmp(mode, "close-stderr")) {
     keep[0] = malloc(100);
     puts("closing stderr");
@@ -315,6 +349,6 @@ int main(int argc, char **argv) {
     return 0;
   }
   fprintf(stderr,
-          "usage: brisk_probe loaded|options|leak|close-stderr|realtime|cold|reserve|double-free|over-cap\n");
+          "usage: brisk_probe loaded|options|leak|close-stderr|realtime|cold|reserve|double-free|over-cap|vm|big-touch\n");
   return 64;
 }
