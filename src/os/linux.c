@@ -52,6 +52,12 @@ void _bk_os_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
+/* Whether [p, p + size) lies below 2^OS_ADDRESS_BITS (os.h). */
+static bool below_address_bound(const void *p, size_t size) {
+  uintptr_t bound = (uintptr_t)1 << OS_ADDRESS_BITS;
+  return (uintptr_t)p <= bound && size <= bound - (uintptr_t)p;
+}
+
 /* No MAP_NORESERVE: a request the kernel's overcommit policy refuses fails
  * here, as with glibc, instead of at first touch. Alignment comes from
  * mapping `align` bytes more and trimming the slack on both sides. */
@@ -62,7 +68,7 @@ void *_bk_os_map(size_t size, size_t align, size_t skew) {
   count(OS_MMAP);
   uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
-  if ((uintptr_t)m + span > ((uintptr_t)1 << OS_ADDRESS_BITS)) { /* (a kernel that broke its rule) */
+  if (!below_address_bound(m, span)) { /* (a kernel that broke its rule) */
     _bk_os_unmap(m, span);
     return NULL;
   }
@@ -108,6 +114,7 @@ bool _bk_os_purge(void *p, size_t size) {
 }
 
 bool _bk_os_resize(void *p, size_t old_size, size_t new_size) {
+  if (!below_address_bound(p, new_size)) return false;
   count(OS_MREMAP);
   if (new_size < old_size) space_given_up();
   if (mremap(p, old_size, new_size, 0) == MAP_FAILED) return false;
@@ -116,6 +123,7 @@ bool _bk_os_resize(void *p, size_t old_size, size_t new_size) {
 }
 
 bool _bk_os_move(void *p, size_t old_size, void *target, size_t new_size) {
+  if (!below_address_bound(target, new_size)) return false;
   count(OS_MREMAP);
   space_given_up();
   if (mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED) return false;

@@ -81,7 +81,8 @@ BRISK_INTERNAL void _bk_os_unmap_records(void *p, size_t size);
  * Only whole pages inside the range are given back. False when the kernel
  * refused (locked pages): the contents are then unchanged. */
 BRISK_INTERNAL bool _bk_os_purge(void *p, size_t size);
-/* Grows or shrinks a mapping in place. */
+/* Grows or shrinks a mapping in place (false, unchanged, past
+ * 2^OS_ADDRESS_BITS). */
 BRISK_INTERNAL bool _bk_os_resize(void *p, size_t old_size, size_t new_size);
 /* Moves a mapping's pages onto target (a mapping of new_size that the move
  * replaces): no byte is copied. */
