@@ -6,6 +6,7 @@
 // turns on BRISK_OPTION_BACKGROUND_PURGE, whose thread purges without any
 // call into brisk.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <algorithm>
@@ -376,4 +377,92 @@ TEST(Rss, RoundsOfThreadsGiveTheirMemoryBackOnceIdle) {
   std::printf("unpurged cached: %s after %.2f s idle\n", mib(after).c_str(), now_s() - t0);
   EXPECT_LE(after, 4 * MiB) << "the rounds' memory stayed unpurged while the program was idle";
   brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
+}
+
+// Blocks of 80 KiB to 1 MiB share 4 MiB pages, which stay in use while one
+// of their blocks does: a program that freed nine in ten of its 300 KiB
+// buffers kept 224 of 298 MiB resident. Free blocks that sit idle are
+// given back past their first OS page, on brisk_collect at once and on the
+// purge ticks of a busy thread within about a purge delay.
+namespace {
+size_t resident_in(const void *p, size_t n) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t from = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  uintptr_t to = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (to <= from) return 0;
+  std::vector<unsigned char> vec((to - from) / page);
+  if (::mincore(reinterpret_cast<void *>(from), to - from, vec.data()) != 0) return 0;
+  size_t pages = 0;
+  for (unsigned char v : vec) pages += v & 1;
+  return pages * page;
+}
+
+// 64 blocks of 300 KiB, every page written; all freed but every 8th, so
+// that each 4 MiB page keeps a live block. Returns the bytes of the freed
+// ones still resident after `settle` ran.
+size_t freed_large_blocks_resident(const std::function<void(const std::function<size_t()> &)> &settle) {
+  constexpr size_t kBlocks = 64, kSize = 300 * KiB;
+  std::vector<void *> v(kBlocks);
+  for (auto &p : v) {
+    p = brisk_malloc(kSize);
+    EXPECT_NE(p, nullptr);
+    if (p) std::memset(p, 0x3c, kSize);
+  }
+  std::vector<void *> freed;
+  for (size_t i = 0; i < kBlocks; ++i)
+    if (i % 8) freed.push_back(v[i]);
+  auto resident = [&] {
+    size_t sum = 0;
+    for (void *p : freed) sum += resident_in(p, kSize);
+    return sum;
+  };
+  const size_t before = resident();
+  EXPECT_GE(before, freed.size() * (kSize - 8 * KiB)) << "the blocks were not resident";
+  for (void *p : freed) brisk_free(p);
+  settle(resident);
+  const size_t after = resident();
+  std::printf("freed 300 KiB blocks resident: %s before their free, %s after\n", mib(before).c_str(),
+              mib(after).c_str());
+  for (size_t i = 0; i < kBlocks; i += 8) {
+    EXPECT_EQ(static_cast<unsigned char *>(v[i])[kSize - 1], 0x3c) << "a live block changed";
+    brisk_free(v[i]);
+  }
+  return after;
+}
+}  // namespace
+
+TEST(Rss, FreeBlocksOfLargePagesAreGivenBackOnCollect) {
+  // (The first OS page of each stays: it holds the free lists' words.)
+  size_t after = freed_large_blocks_resident([](const std::function<size_t()> &) { brisk_collect(); });
+  EXPECT_LE(after, 56 * 8 * KiB) << "free blocks of pages still in use stayed resident after brisk_collect";
+  // Handed out again, such blocks hold what is written to them, and calloc
+  // clears them, the first OS page (which kept the lists' words) too.
+  std::vector<unsigned char *> again;
+  for (int i = 0; i < 32; ++i) {
+    auto *p = static_cast<unsigned char *>(i % 2 ? brisk_calloc(1, 300 * KiB) : brisk_malloc(300 * KiB));
+    ASSERT_NE(p, nullptr);
+    if (i % 2) {
+      for (size_t k = 0; k < 300 * KiB; ++k) ASSERT_EQ(p[k], 0) << "calloc's block " << i << " byte " << k;
+    }
+    std::memset(p, i, 300 * KiB);
+    again.push_back(p);
+  }
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(again[i][0], i);
+    EXPECT_EQ(again[i][300 * KiB - 1], i);
+    brisk_free(again[i]);
+  }
+}
+
+TEST(Rss, FreeBlocksOfLargePagesAreGivenBackByAllocationCalls) {
+  const long long delay = brisk_option_get(BRISK_OPTION_PURGE_DELAY_MS);
+  ASSERT_EQ(brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, 40), 0);
+  size_t after = freed_large_blocks_resident([](const std::function<size_t()> &resident) {
+    // A busy thread: small blocks allocated and freed until the free large
+    // blocks leave (but for those of the class's current page), or 20 s.
+    double t0 = now_s();
+    while (resident() > 8 * MiB && now_s() - t0 < 20.0) keep_allocating();
+  });
+  brisk_option_set(BRISK_OPTION_PURGE_DELAY_MS, delay);
+  EXPECT_LE(after, 8 * MiB) << "free blocks of large pages stayed resident while the thread kept allocating";
 }

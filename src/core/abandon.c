@@ -108,7 +108,7 @@ static bool settle(segment_t *seg, uint64_t now, bool force) {
     _bk_segment_release(seg);
     return false;
   }
-  _bk_segment_purge_pages(seg, now, force); /* nobody else will */
+  _bk_segment_purge_pages(NULL, seg, now, force); /* nobody else will */
   return true;
 }
 

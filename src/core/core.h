@@ -104,7 +104,7 @@ BRISK_INTERNAL size_t _bk_segment_threaded_bytes(void);
 BRISK_INTERNAL void _bk_segment_threaded_flush(void);
 BRISK_INTERNAL uint64_t _bk_page_resident_bits(segment_t *seg, const page_t *pg);
 BRISK_INTERNAL void _bk_segment_release(segment_t *seg);
-BRISK_INTERNAL void _bk_segment_purge_pages(segment_t *seg, uint64_t now, bool force);
+BRISK_INTERNAL void _bk_segment_purge_pages(heap_t *h, segment_t *seg, uint64_t now, bool force);
 BRISK_INTERNAL size_t _bk_segment_reserve(size_t bytes);
 
 /* ---- cache_policy.c: how much the caches keep unpurged ------------------ */

@@ -90,6 +90,19 @@ block_t *_bk_heap_heartbeat(heap_t *h, block_t *b) {
   return b;
 }
 
+/* page_pop, the one way out of a large page's lists: a block handed out
+ * is neither idle nor given back any more (segment.c). */
+static void *page_pop_slow(heap_t *h, page_t *pg, size_t size) {
+  block_t *b = page_pop(h, pg, size);
+  segment_t *seg = (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
+  if (seg->kind == SEG_LARGE) {
+    uint64_t bit = (uint64_t)1 << ((size_t)((uint8_t *)b - pg->start) / pg->block_size);
+    seg->blocks_free_seen &= ~bit;
+    seg->blocks_purged &= ~bit;
+  }
+  return b;
+}
+
 /* The secure library leaves a page's one free block, the block freed last,
  * where it is, and takes another page (secure_last_freed_second): when no
  * page can be had (the heap's bound, the OS refusing memory), such a block
@@ -100,7 +113,7 @@ static void *last_freed_block(heap_t *h, unsigned cls, size_t size) {
     if (pg->size_class == cls && pg->local_free && !pg->free) {
       pg->free = pg->local_free;
       pg->local_free = NULL;
-      return page_pop(h, pg, size);
+      return page_pop_slow(h, pg, size);
     }
   }
 #else
@@ -125,7 +138,7 @@ static void *heap_malloc(heap_t *h, size_t size, bool others) {
   if (likely(first != NULL)) {
     /* The current page's other list is reused first: no atomics needed. */
     if (!pg->free) page_reuse_local(pg);
-    if (likely(pg->free != NULL)) return page_pop(h, pg, size);
+    if (likely(pg->free != NULL)) return page_pop_slow(h, pg, size);
   }
   /* Other threads' frees of the class (transfer.c): what the heap took of
    * them first, then its own pages, and before a fresh page another batch
@@ -135,12 +148,12 @@ static void *heap_malloc(heap_t *h, size_t size, bool others) {
   if (!taken) {
     _bk_heap_take_delayed(h);
     BRISK_ASSERT_FULL(list_is_consistent(&h->queues[cls]) && list_is_consistent(&h->full));
-    if ((pg = queued_page(h, cls))) return page_pop(h, pg, size);
+    if ((pg = queued_page(h, cls))) return page_pop_slow(h, pg, size);
   }
   void *b = others ? _bk_transfer_malloc(h, cls, size) : NULL;
   if (b) return b;
   if (!(pg = fresh_page(h, cls))) return last_freed_block(h, cls, size);
-  return page_pop(h, pg, size);
+  return page_pop_slow(h, pg, size);
 }
 
 void *_bk_heap_malloc_generic(heap_t *h, size_t size) { return heap_malloc(h, size, true); }

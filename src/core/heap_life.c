@@ -113,12 +113,13 @@ void _bk_heap_release_all(heap_t *h) {
 }
 
 /* Gives back what this heap holds idle: pages that waited the purge delay
- * (all with force) and, with force, its warm huge blocks. */
+ * (all with force), the free blocks of its large pages that sat idle, and,
+ * with force, its warm huge blocks. */
 void _bk_heap_collect_idle(heap_t *h, uint64_t now, bool force) {
   for (unsigned kind = 0; kind < PAGED_KINDS; kind++)
     for (segment_t *seg = LIST_FIRST(&h->segments[kind], segment_t, link); seg;
          seg = LIST_NEXT(seg, segment_t, link))
-      _bk_segment_purge_pages(seg, now, force);
+      _bk_segment_purge_pages(h, seg, now, force);
   _bk_huge_purge_warm(h, now, force);
 }
 

@@ -220,9 +220,10 @@ typedef struct segment {
   size_t block_offset;     /* huge: block start relative to the segment */
   uint64_t cached_at_ms;   /* huge/empty: when it entered a cache */
   size_t cached_dirty;     /* in a cache: the bytes it holds resident (segment_cache.c) */
-  /* Paged: bit i set when the i-th 64th of the segment may be resident
-   * (touched by blocks since its last purge; segment.c). */
-  uint64_t resident_mask;
+  /* Paged: bit i when the i-th 64th may be resident (touched since its
+   * last purge); large, bit i for block i: free at the last purge tick and
+   * not handed out since, given back while free (segment.c). Owner only. */
+  uint64_t resident_mask, blocks_free_seen, blocks_purged;
   struct heap *heap; /* owning heap; PUBLISHed, PEEKed by other threads' frees (transfer.c) */
   /* In its heap's segment list (owner), the abandoned list or an explicit
    * heap's huge blocks (under their locks). */
