@@ -91,11 +91,12 @@ block_t *_bk_heap_heartbeat(heap_t *h, block_t *b) {
 }
 
 /* page_pop, the one way out of a large page's lists: a block handed out
- * is neither idle nor given back any more (segment.c). */
+ * is neither idle nor given back any more (segment.c). The size tells a
+ * large class (the classes above MEDIUM_SIZE_MAX) without a load. */
 static void *page_pop_slow(heap_t *h, page_t *pg, size_t size) {
   block_t *b = page_pop(h, pg, size);
-  segment_t *seg = (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
-  if (seg->kind == SEG_LARGE) {
+  if (size > MEDIUM_SIZE_MAX) {
+    segment_t *seg = (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
     uint64_t bit = (uint64_t)1 << ((size_t)((uint8_t *)b - pg->start) / pg->block_size);
     seg->blocks_free_seen &= ~bit;
     seg->blocks_purged &= ~bit;

@@ -31,7 +31,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   PUBLISH(pg->in_use, 1);
   pg->link.next = pg->link.prev = NULL;
   pg->idle_since_ms = 0;
-  seg->blocks_free_seen = seg->blocks_purged = 0;
+  if (seg->kind == SEG_LARGE) seg->blocks_free_seen = seg->blocks_purged = 0;
   atomic_store_explicit(&pg->thread_free, (uintptr_t)DELAYED_NONE, memory_order_relaxed);
   atomic_store_explicit(&pg->heap, h, memory_order_release);
   page_initialized(pg);
