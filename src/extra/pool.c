@@ -78,6 +78,28 @@ static inline block_t *pool_link_next(const block_t *b) {
   return next;
 }
 
+/* The next object of a thread's cache: its alloc_list, else the objects
+ * freed lately, taken whole; NULL when both are empty. */
+static inline block_t *cache_pop(pool_cache_t *c) {
+  block_t *b = c->alloc_list;
+  if (unlikely(!b)) {
+    if (!(b = c->free_list)) return NULL;
+    c->free_list = NULL;
+    c->free_count = 0;
+  }
+  block_t *next = pool_link_next(b);
+  c->alloc_list = next;
+  __builtin_prefetch(next); /* its link is the next pop's load (as in page_pop) */
+  return b;
+}
+
+static inline void cache_push(pool_cache_t *c, block_t *b) {
+  link_set(b, c->free_list);
+  c->free_list = b;
+  counter_add(&c->frees, 1);
+  c->free_count++;
+}
+
 /* alloc_list and free_list are empty: a fresh object, else the shared
  * list, else a new range. */
 static BRISK_NOINLINE block_t *alloc_slow(brisk_pool_t *pool, pool_cache_t *c) {
@@ -217,8 +239,12 @@ void brisk_pool_destroy(brisk_pool_t *pool) {
   pool_struct_free(pool);
 }
 
-void *brisk_pool_alloc(brisk_pool_t *pool) {
-  if (!pool_ok(pool, "brisk_pool_alloc")) return NULL;
+/* The allocation and free of a bounded pool, of a thread without its
+ * cache yet, and of an empty cache, out of line: the common path below
+ * then calls nothing but in tail position, and keeps no register on the
+ * stack: an alloc-free pair went from 71 to 54 instructions (callgrind;
+ * brisk's malloc-free pair is 50). */
+static BRISK_NOINLINE void *pool_alloc_slow(brisk_pool_t *pool) {
   if (pool->max_objects && atomic_fetch_add_explicit(&pool->live, 1, memory_order_relaxed) >= pool->max_objects) {
     atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&pool->exhausted, 1, memory_order_relaxed);
@@ -227,16 +253,8 @@ void *brisk_pool_alloc(brisk_pool_t *pool) {
   }
   pool_cache_t *c = pool_cache_for(pool);
   if (unlikely(!c)) goto out_of_memory;
-  block_t *b = c->alloc_list;
-  if (likely(b)) {
-    c->alloc_list = pool_link_next(b);
-  } else if ((b = c->free_list)) { /* the objects freed lately, in one step */
-    c->alloc_list = pool_link_next(b);
-    c->free_list = NULL;
-    c->free_count = 0;
-  } else if (!(b = alloc_slow(pool, c))) {
-    goto out_of_memory;
-  }
+  block_t *b = cache_pop(c);
+  if (!b && !(b = alloc_slow(pool, c))) goto out_of_memory;
   counter_add(&c->allocs, 1);
   if (BRISK_CHECKED) check_alloc(pool, b);
   return b;
@@ -246,21 +264,39 @@ out_of_memory:
   return NULL;
 }
 
-void brisk_pool_free(brisk_pool_t *pool, void *p) {
-  if (!p || !pool_ok(pool, "brisk_pool_free")) return;
+void *brisk_pool_alloc(brisk_pool_t *pool) {
+  if (!pool_ok(pool, "brisk_pool_alloc")) return NULL;
+  if (BRISK_CHECKED || pool->max_objects) return pool_alloc_slow(pool);
+  tls_pool_slot_t *slot = pool_tls_slot(pool);
+  pool_cache_t *c = slot->cache;
+  block_t *b;
+  if (unlikely(slot->id != pool->id) || unlikely(!(b = cache_pop(c)))) return pool_alloc_slow(pool);
+  counter_add(&c->allocs, 1);
+  return b;
+}
+
+static BRISK_NOINLINE void pool_free_slow(brisk_pool_t *pool, void *p) {
   if (BRISK_CHECKED) check_free(pool, p);
   pool_cache_t *c = pool_cache_for(pool);
   if (unlikely(!c)) { /* no memory for a cache: give it straight back */
     link_set(p, NULL);
     _bk_pool_shared_push(pool, p);
   } else {
-    block_t *b = p;
-    link_set(b, c->free_list);
-    c->free_list = b;
-    counter_add(&c->frees, 1);
-    if (unlikely(++c->free_count >= FLUSH_AT)) _bk_pool_flush_free_list(pool, c);
+    cache_push(c, p);
+    if (unlikely(c->free_count >= FLUSH_AT)) _bk_pool_flush_free_list(pool, c);
   }
   if (pool->max_objects) atomic_fetch_sub_explicit(&pool->live, 1, memory_order_relaxed);
+}
+
+void brisk_pool_free(brisk_pool_t *pool, void *p) {
+  if (!p || !pool_ok(pool, "brisk_pool_free")) return;
+  if (BRISK_CHECKED || pool->max_objects) return pool_free_slow(pool, p);
+  tls_pool_slot_t *slot = pool_tls_slot(pool);
+  pool_cache_t *c = slot->cache;
+  /* (A full free list takes the slow path before the push, which flushes
+   * it after.) */
+  if (unlikely(slot->id != pool->id) || unlikely(c->free_count >= FLUSH_AT - 1)) return pool_free_slow(pool, p);
+  cache_push(c, p);
 }
 
 int brisk_pool_stats(const brisk_pool_t *cpool, brisk_pool_stats_t *out) {

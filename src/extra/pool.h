@@ -98,8 +98,12 @@ typedef struct tls_pool_slot {
 } tls_pool_slot_t;
 extern __thread tls_pool_slot_t _bk_pool_tls_slots[TLS_POOL_SLOTS] BRISK_TLS BRISK_INTERNAL;
 
+static inline tls_pool_slot_t *pool_tls_slot(const brisk_pool_t *pool) {
+  return &_bk_pool_tls_slots[pool->id % TLS_POOL_SLOTS];
+}
+
 static inline pool_cache_t *pool_cache_for(brisk_pool_t *pool) {
-  tls_pool_slot_t *slot = &_bk_pool_tls_slots[pool->id % TLS_POOL_SLOTS];
+  tls_pool_slot_t *slot = pool_tls_slot(pool);
   if (likely(slot->id == pool->id)) return slot->cache;
   return _bk_pool_cache_lookup(pool);
 }
