@@ -18,15 +18,19 @@ void _bk_free_slow(void *p) {
   _bk_heap_free_generic(seg, p);
 }
 
+/* The bytes from p to the end of its block, in brisk's segment seg. */
+static inline size_t usable_in(segment_t *seg, const void *p) {
+  if (seg->kind == SEG_HUGE)
+    return huge_block_size(seg) - (size_t)((const uint8_t *)p - ((const uint8_t *)seg + seg->block_offset));
+  const page_t *pg = page_of(seg, p);
+  size_t off = (size_t)((const uint8_t *)p - pg->start);
+  return pg->block_size - off % pg->block_size;
+}
+
 size_t _bk_usable_size(const void *p) {
   if (BRISK_CHECKED) return _bk_checked_usable_size(p);
   segment_t *seg = segment_of(p);
-  if (!seg) return 0;
-  if (seg->kind == SEG_HUGE)
-    return huge_block_size(seg) - (size_t)((const uint8_t *)p - ((const uint8_t *)seg + seg->block_offset));
-  page_t *pg = page_of(seg, p);
-  const uint8_t *b = (const uint8_t *)_bk_page_block_start(pg, p);
-  return (size_t)(b + pg->block_size - (const uint8_t *)p);
+  return seg ? usable_in(seg, p) : 0;
 }
 
 /* The start of the block that holds p (p may be aligned inside it). */
@@ -85,7 +89,7 @@ static inline __attribute__((always_inline)) void *realloc_in(heap_t *h, void *p
     void *q = _bk_huge_realloc(seg, p, size, align);
     if (q) return q;
   }
-  size_t usable = _bk_usable_size(p);
+  size_t usable = usable_in(seg, p); /* (seg: segment_checked's lookup, not another) */
   if (aligned && realloc_in_place(usable, align, size)) return p;
   void *q = block_in(h, align, size, false);
   if (!q) return NULL;
