@@ -22,9 +22,8 @@ void _bk_free_slow(void *p) {
 static inline size_t usable_in(segment_t *seg, const void *p) {
   if (seg->kind == SEG_HUGE)
     return huge_block_size(seg) - (size_t)((const uint8_t *)p - ((const uint8_t *)seg + seg->block_offset));
-  const page_t *pg = page_of(seg, p);
-  size_t off = (size_t)((const uint8_t *)p - pg->start);
-  return pg->block_size - off % pg->block_size;
+  page_t *pg = page_of(seg, p);
+  return (size_t)((const uint8_t *)_bk_page_block_start(pg, p) + pg->block_size - (const uint8_t *)p);
 }
 
 size_t _bk_usable_size(const void *p) {

@@ -206,9 +206,9 @@ static __attribute__((noinline)) void *heap_aligned_block_slow(heap_t *h, size_t
     return NULL;
   }
   if (size <= DIRECT_SIZE_MAX) {
-    /* Often the next block of the size's own class is aligned already. */
+    /* (heap_aligned_block, its one caller, found the class's next block
+     * missing or misaligned.) */
     page_t *pg = h->direct[(size + 15) >> 4];
-    if (pg->free && ((uintptr_t)pg->free & (align - 1)) == 0) return cleared_if(zero, page_pop(h, pg, size), size);
     /* A class with no page at hand (a program whose blocks of this size
      * all come aligned: aligned_alloc(64, 64) in a loop carved a 127-byte
      * block every time, 153 instructions a pair against malloc's 66) gets
@@ -240,8 +240,8 @@ static __attribute__((noinline)) void *heap_aligned_block_slow(heap_t *h, size_t
   return _bk_huge_alloc(h, size, align, zero);
 }
 
-/* Its common case inline, where the next block of the size's class is
- * aligned: the rest, out of line, kept six registers on the stack for
+/* Its common case inline, where the next block of the size's own class is
+ * aligned already: the rest, out of line, kept six registers on the stack for
  * every call (108 -> 81 instructions for aligned_alloc(64, 64) and free). */
 static inline __attribute__((always_inline)) void *heap_aligned_block(heap_t *h, size_t align, size_t size,
                                                                       bool zero) {
