@@ -193,9 +193,8 @@ static inline __attribute__((always_inline)) bool page_take_back(page_t *pg, blo
   return PUBLISH_ADD(pg->used_past_alarm, -1) < 0;
 }
 
-/* pg's other list (collected remote frees; in the secure library also the
- * owner's frees) becomes its next blocks to hand out (pg->free is empty),
- * with no atomics; false when it does not (secure_last_freed_second). */
+/* pg's other list (remote frees collected; in the secure library also the owner's) becomes
+ * its next blocks (pg->free is empty), with no atomics; false if not (secure_last_freed_second). */
 static inline bool page_reuse_local(page_t *pg) {
   if (!(pg->free = secure_last_freed_second(pg, pg->local_free))) return false;
   pg->local_free = NULL;
@@ -255,8 +254,9 @@ BRISK_INTERNAL void _bk_transfer_fork_lock(void);
 BRISK_INTERNAL void _bk_transfer_fork_unlock(void);
 
 /* ---- hot.c: a heap's recently freed blocks, reused first ---------------- */
-BRISK_INTERNAL bool _bk_hot_class(unsigned cls);
-BRISK_INTERNAL void _bk_hot_classes_init(void); /* once, at process start */
+BRISK_INTERNAL uint8_t _bk_hot_flags(unsigned cls); /* a fresh page's of cls */
+BRISK_INTERNAL void _bk_hot_classes_init(void);     /* once, at process start */
+BRISK_INTERNAL size_t _bk_hot_count(const hot_list_t *hl);
 BRISK_INTERNAL void _bk_hot_init(heap_t *h);
 BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
 BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);

@@ -57,44 +57,39 @@ static inline bool link_ok_across_pages(size_t block_size, const block_t *next) 
 #endif
 }
 
-static inline __attribute__((always_inline)) void hot_unlinked(heap_t *h, hot_list_t *hl, block_t *next) {
-  hl->head = next;
-  PUBLISH_ADD(hl->count, -1);
-  h->hot_bytes -= hl->block_size;
-}
+/* The block on top of hl's stack (hot.c), or NULL: a free of it is a
+ * double free. */
+static inline block_t *hot_top(const hot_list_t *hl) { return hl->top[-1]; }
 
-static inline block_t *hot_unlink(heap_t *h, hot_list_t *hl) {
-  block_t *b = hl->head, *next = link_get(b);
-  if (unlikely(!link_ok_across_pages(hl->block_size, next))) _bk_secure_corrupted_link(b, next);
-  hot_unlinked(h, hl, next);
+/* The block on top of hl's stack, taken off: there is one. large: the
+ * class's bytes count against the heap's bound (PAGE_HOT_BYTES). */
+static inline __attribute__((always_inline)) block_t *hot_unlink(heap_t *h, hot_list_t *hl, bool large) {
+  block_t *b = hl->top[-1];
+  PUBLISH_ADD(hl->top, -1);
+  if (large) h->hot_bytes -= hl->block_size;
   return b;
 }
 
+/* (No check of the block: the stack holds pointers, out of reach of a
+ * write to a freed block.) */
 static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_list_t *hl, size_t size) {
-  block_t *b = hl->head, *next = link_get(b);
-  /* (The report is a jump, as in page_pop.) */
-  if (unlikely(!link_ok_across_pages(hl->block_size, next))) return _bk_secure_corrupted_link_jump(b);
-  hot_unlinked(h, hl, next);
-  __builtin_prefetch(next); /* as in page_pop */
+  block_t *b = hot_unlink(h, hl, size > DIRECT_SIZE_MAX);
   block_handed_out(b);
-  /* Counted, but the heartbeat waits for the next page_pop: tested here
-   * too, it cost a loop of 4 KiB to 256 KiB blocks 7% (a store more, where
-   * the stores of the malloc-free pair are what bounds it). */
-  (void)heap_count_request(h, size);
+  /* (A malloc-free loop of one size is served here alone: the heartbeat
+   * must come from here too, or its pages would never be purged.) */
+  if (unlikely(heap_count_request(h, size))) return _bk_heap_heartbeat(h, b);
   return b;
 }
 
-/* (Taking the room first, a subtract from memory tested by its sign, and
- * giving it back when refused, was 5 instructions shorter, but a 4 KiB
- * malloc-free loop of the secure library went from 0.54 to 0.83 s per 100 M
- * pairs, and the release library's gained nothing measurable.) */
-/* b on top of hl's list (the count is the caller's). */
+/* b on top of hl's stack, which has room. */
 static inline __attribute__((always_inline)) void hot_link(hot_list_t *hl, block_t *b) {
-  link_set(b, hl->head);
-  hl->head = b;
+  *hl->top = b;
+  PUBLISH_ADD(hl->top, 1);
 }
 
-static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg, block_t *b) {
+/* b, a block of pg, on its class's stack if there is room (large: as in
+ * hot_unlink). */
+static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg, block_t *b, bool large) {
   hot_list_t *hl = &h->hot[pg->size_class];
 #if BRISK_SECURE
   /* The block freed last is held off the list until the next free of its
@@ -104,23 +99,22 @@ static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg
    * holds the complement of the mark its free wrote (hot_held_seal): a
    * write after its free (the classic poisoning) sends the next free of
    * its class to _bk_heap_free_local, which stops the program (a jump: a
-   * call here made every free keep registers on the stack). The list then
-   * holds one block in a loop of one block, whose pop checks no link (a
-   * list of two, the block freed last second on it, cost the loop 30 more
-   * instructions). */
+   * call here made every free keep registers on the stack). */
   block_t *was = hl->held;
   if (was && unlikely(!hot_held_intact(was))) return false;
 #endif
-  if (hl->count >= hl->limit || h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
+  if (hl->top == hl->end) return false;
+  if (large) {
+    if (h->hot_bytes + hl->block_size > HOT_HEAP_BYTES) return false;
+    h->hot_bytes += hl->block_size;
+  }
 #if BRISK_SECURE
   hot_held_seal(b);
-  hl->held = b;
+  PUBLISH(hl->held, b); /* (read by statistics: _bk_hot_count) */
   if (was) hot_link(hl, was);
 #else
   hot_link(hl, b);
 #endif
-  PUBLISH_ADD(hl->count, 1);
-  h->hot_bytes += hl->block_size;
   return true;
 }
 
@@ -166,6 +160,10 @@ static inline transfer_list_t *transfer_ready(heap_t *h, unsigned cls, size_t si
  * checked library's allocations (checked.c) are carved from. */
 static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, size_t size) {
   if (likely(size <= DIRECT_SIZE_MAX)) {
+    if (!BRISK_SECURE) { /* (whose small classes have no hot list: hot.c) */
+      hot_list_t *hl = &h->hot[_bk_direct_class[(size + 15) >> 4]];
+      if (hot_top(hl)) return hot_pop(h, hl, size);
+    }
     page_t *pg = h->direct[(size + 15) >> 4];
     if (likely(pg->free != NULL)) return page_pop(h, pg, size);
     /* The page's other list is next (as in _bk_heap_malloc_generic): its
@@ -175,7 +173,7 @@ static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, 
     if (tl) return transfer_pop(h, tl, size);
   } else if (size <= LARGE_SIZE_MAX) {
     hot_list_t *hl = &h->hot[large_size_to_class(size)];
-    if (hl->head) return hot_pop(h, hl, size);
+    if (hot_top(hl)) return hot_pop(h, hl, size);
   }
   return _bk_heap_malloc_generic(h, size);
 }
@@ -280,6 +278,20 @@ static inline bool release_freed_twice(const block_t *head, const void *p) {
 #endif
 }
 
+/* The free of a block of a hot class of h's own (large: as in
+ * hot_unlink). */
+static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, page_t *pg, void *p, bool large) {
+#if BRISK_SECURE
+  /* (Out of line, a jump: its hold, inline, made GCC save registers on
+   * every free, the small blocks' too.) */
+  (void)large;
+  _bk_hot_free(h, pg, p);
+#else
+  if (unlikely(release_freed_twice(hot_top(&h->hot[pg->size_class]), p))) _bk_double_free_jump(p);
+  else if (!hot_push(h, pg, p, large)) _bk_heap_free_local(h, pg, p);
+#endif
+}
+
 static inline __attribute__((always_inline)) void free_fast(void *p) {
 #if BRISK_CHECKED
   _bk_checked_free(p);
@@ -299,24 +311,22 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
 #endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
-      /* Current, parked as full or neither: one sign test (page_flags_set).
-       * The flags are read twice: once as the test's memory operand, which
-       * costs the common path no load into a register of its own (the
-       * atomic second read is not merged with it). */
-      if (likely(!(pg->flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
+      /* In the release library, a block of any class goes on its hot
+       * stack; in the secure library, those of the direct sizes go back to
+       * their page: current, parked as full or neither, one sign test
+       * (page_flags_set). */
+      unsigned kind = pg->flags & (PAGE_HOT | PAGE_HOT_BYTES | PAGE_HAS_ALIGNED);
+      if (!BRISK_SECURE && likely(kind == PAGE_HOT)) {
+        free_own_hot(h, pg, p, false);
+        return;
+      }
+      if (likely(!kind)) {
         if (unlikely(release_freed_twice(pg->free, p))) _bk_double_free_jump(p);
         else if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
         return;
       }
-      if (PEEK(pg->flags) == PAGE_HOT) {
-#if BRISK_SECURE
-        /* (Out of line, a jump: its hold, inline, made GCC save registers
-         * on every free, the small blocks' too.) */
-        _bk_hot_free(h, pg, p);
-#else
-        if (unlikely(release_freed_twice(h->hot[pg->size_class].head, p))) _bk_double_free_jump(p);
-        else if (!hot_push(h, pg, p)) _bk_heap_free_local(h, pg, p);
-#endif
+      if (kind == (PAGE_HOT | PAGE_HOT_BYTES)) {
+        free_own_hot(h, pg, p, true);
         return;
       }
     }

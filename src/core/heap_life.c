@@ -64,7 +64,7 @@ heap_t *_bk_heap_create(bool is_explicit) {
      * as it is written in heap_reset_fields. */
     size_t stamp = offsetof(heap_t, active_ms), after = stamp + sizeof h->active_ms;
     memset(h, 0, stamp);
-    memset((char *)h + after, 0, sizeof *h - after);
+    memset((char *)h + after, 0, offsetof(heap_t, hot_slots) - after);
     heap_reset_fields(h);
     h->is_explicit = is_explicit;
     if (is_explicit) h->magic = HEAP_MAGIC;

@@ -25,7 +25,7 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   PUBLISH(pg->free_alarm, 0);
   pg->free = NULL;
   pg->local_free = NULL;
-  page_flags_set(pg, _bk_hot_class(cls) ? PAGE_HOT : 0);
+  page_flags_set(pg, _bk_hot_flags(cls));
   PUBLISH(pg->size_class, (uint8_t)cls);
   page_copy_for_others(pg);
   PUBLISH(pg->in_use, 1);

@@ -11,11 +11,14 @@ BRISK_INTERNAL brisk_options_t _bk_opt = {
 };
 
 /* A thread's heap until its first allocation: every direct slot points to a
- * page with no free block, so the first malloc takes the slow path, which
- * creates the thread's heap. */
+ * page with no free block, and every hot stack is empty with no room, so
+ * the first malloc takes the slow path, which creates the thread's heap. */
 BRISK_INTERNAL page_t _bk_page_empty;
+static block_t *no_hot_blocks[1];
 BRISK_INTERNAL heap_t _bk_heap_empty = {
     .direct = {[0 ... DIRECT_SLOTS - 1] = &_bk_page_empty},
+    .hot = {[0 ... CLASS_COUNT -
+             1] = {.top = no_hot_blocks + 1, .end = no_hot_blocks + 1, .base = no_hot_blocks + 1}},
     .uid = UINT64_MAX, /* matches no segment, so frees take the remote path */
     .beat_budget = HEAP_BEAT_BYTES,
 };

@@ -85,12 +85,13 @@ enum delayed_state {
 #define TF_PTR_MASK ((TF_COUNT_ONE - 1) & ~TF_STATE_MASK)
 static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
 
-/* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c).
+/* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c); with
+ * PAGE_HOT_BYTES, one whose bytes count against the heap's bound.
  * PAGE_CURRENT: the page its class allocates from (a class of the direct
  * sizes; page_queue.c sets it with the direct slots). The free fast path
  * takes pages with neither PAGE_HOT nor PAGE_HAS_ALIGNED; what it does
  * for the rest (current, parked) is in the alarm page_flags_set sets. */
-enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4, PAGE_CURRENT = 8 };
+enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4, PAGE_CURRENT = 8, PAGE_HOT_BYTES = 16 };
 
 struct heap;
 struct segment;
@@ -249,26 +250,25 @@ typedef struct cache_slot {
   _Atomic(uint64_t) since_ms;
 } cache_slot_t;
 
-/* A heap's most recently freed blocks of one class (hot.c). */
+/* A heap's recently freed blocks of a class (hot.c): a stack of pointers in hot_slots. */
 typedef struct hot_list {
-  block_t *head;
-  uint16_t count; /* PUBLISHed: statistics count these blocks as free */
-  uint16_t limit; /* 0 for the classes that have no hot list */
+  block_t **top, **end, **base; /* top PUBLISHed; top[-1]: the block freed last, or NULL */
   uint32_t block_size;
 #if BRISK_SECURE
-  block_t *held; /* the block freed last, off the list (hot_push), counted */
+  block_t *held; /* the block freed last, off the list (hot_push), counted; PUBLISHed */
 #endif
 } hot_list_t;
+#define HOT_SLOTS 2048                   /* every class's limit, and a NULL below each (hot.c) */
+#define HOT_HEAP_BYTES ((size_t)4 << 20) /* the hot lists above the direct sizes */
 /* A heap's blocks of one class on their way through the transfer cache
  * (transfer.c): other threads' blocks it freed, or took to hand out. A
- * batch's first block holds the link to the next batch in word
- * TRANSFER_WORD while the batch waits in the shared list: the second word,
- * in the secure library the third, as its second holds the freed mark. In
- * the secure library, the other blocks of a list hold there the block
- * TRANSFER_AHEAD places after them, for the pop to prefetch. */
+ * batch's first block links to the next batch in word TRANSFER_WORD while
+ * it waits in the shared list (the third in the secure library, whose
+ * second holds the freed mark; there the other blocks of a list hold in it
+ * the block TRANSFER_AHEAD places after them, for the pop to prefetch). */
 #define TRANSFER_WORD (BRISK_SECURE ? 2 : 1)
-/* Requests of at least this many bytes may take back the blocks of other
- * threads their own thread freed (transfer_fill), before a batch is full. */
+/* Requests this big may take back blocks of other threads their own thread
+ * freed (transfer_fill), before a batch is full. */
 #define TRANSFER_REUSE_MIN 256
 #define TRANSFER_AHEAD 4
 typedef struct transfer_list {
@@ -279,12 +279,11 @@ typedef struct transfer_list {
   block_t *after[TRANSFER_AHEAD - 1]; /* a list being filled: the blocks 1, 2, ... after head */
 #endif
 } transfer_list_t;
-#define HOT_HEAP_BYTES ((size_t)4 << 20) /* all of a heap's hot lists */
 /* A heap's empty pages kept in their queues (page_queue.c): a working set
  * of small blocks past it is threaded anew each time it is rebuilt (at 8
  * MiB, 100 000 objects of 128 B were, and ran 15% slower); a thread that
- * frees and then blocks holds them (tests/test_rss.cpp's idle thread: 8 MiB
- * more resident with 16 than with 8, 24 more with 32). */
+ * frees and then blocks holds them (test_rss.cpp's idle thread: 8 MiB more
+ * resident with 16 than with 8, 24 more with 32). */
 #define KEPT_EMPTY_BYTES ((size_t)16 << 20)
 #define HEAP_BEAT_BYTES ((int64_t)4 << 20) /* bytes handed out between two heartbeats */
 
@@ -296,7 +295,7 @@ typedef struct heap {
   uint64_t stat_cache_hits, stat_cache_misses;
   list_t queues[CLASS_COUNT];  /* pages with (possibly) free blocks */
   list_t full;                 /* pages with no free block */
-  hot_list_t hot[CLASS_COUNT]; /* recently freed blocks of the larger classes */
+  hot_list_t hot[CLASS_COUNT]; /* recently freed blocks, per class */
   size_t hot_bytes;
   transfer_list_t transfer_fill[CLASS_COUNT], transfer_take[CLASS_COUNT];
   size_t kept_empty_bytes; /* pages kept empty in their queues (page_queue.c; owner) */
@@ -331,6 +330,7 @@ typedef struct heap {
    * its own: read by other threads' frees (_bk_transfer_wants). PUBLISHed;
    * relaxed: a hint. */
   _Alignas(64) uint64_t active_ms;
+  block_t *hot_slots[HOT_SLOTS]; /* (not cleared: _bk_hot_init) */
 } heap_t;
 
 /* A handle's struct starts its life with a magic of its kind and gets

@@ -102,7 +102,7 @@ static int check_hot_lists(void) {
       return failure(BRISK_CHECK_FREE_LIST,
                      "hot free list of blocks of %zu holds %p, not a free block of that size", _bk_class_size(cls),
                      bad);
-    if (n == PAGE_LIST_LOOPS || n != (long)h->hot[cls].count)
+    if (n == PAGE_LIST_LOOPS || n != (long)_bk_hot_count(&h->hot[cls]))
       return failure(BRISK_CHECK_FREE_LIST, "hot free list of blocks of %zu %s", _bk_class_size(cls),
                      n == PAGE_LIST_LOOPS ? "loops" : "is shorter than its count");
   }

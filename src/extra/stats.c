@@ -36,7 +36,7 @@ static void add_heap(heap_t *h, void *arg) {
   else st->thread_heaps++;
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++)
     take_off_live(st, cls,
-                  (uint64_t)PEEK(h->hot[cls].count) + PEEK(h->transfer_fill[cls].count) +
+                  (uint64_t)_bk_hot_count(&h->hot[cls]) + PEEK(h->transfer_fill[cls].count) +
                       PEEK(h->transfer_take[cls].count));
 }
 
