@@ -205,6 +205,31 @@ TEST(HotReuse, BytesTakenOffTheListsGoToTheClassThatFreesNext) {
   });
 }
 
+// Small blocks have stacks too (not in the secure library, whose small
+// blocks come from pages in random order). A run of frees past a stack's
+// bound (a structure torn down) sends its older half back to the pages and
+// keeps the blocks freed last on top, handed out first; the thread keeps no
+// more than the stack holds, and its heap checks clean.
+TEST(HotReuse, ARunOfSmallFreesPastTheStackKeepsTheLastFreedOnTop) {
+  bt::on_fresh_thread([] {
+    size_t kept_before = bt::stats_now().thread_cached;
+    std::vector<void *> blocks(1000);
+    for (auto &p : blocks) ASSERT_NE(p = brisk_malloc(48), nullptr);
+    for (void *p : blocks) brisk_free(p);
+    size_t kept = bt::stats_now().thread_cached - kept_before;
+    EXPECT_LE(kept, 64 * brisk_usable_size(blocks[0]));
+    EXPECT_EQ(brisk_check_heap(), BRISK_CHECK_OK) << brisk_check_message();
+#if !BRISK_TEST_SECURE
+    EXPECT_GT(kept, 0u);
+    void *again[8];
+    for (size_t i = 0; i < 8; i++) EXPECT_EQ(again[i] = brisk_malloc(48), blocks[blocks.size() - 1 - i]) << i;
+    for (void *p : again) brisk_free(p);
+#endif
+    brisk_collect();
+    EXPECT_EQ(brisk_check_heap(), BRISK_CHECK_OK) << brisk_check_message();
+  });
+}
+
 // The pages of blocks a thread freed just before it exited are free, not
 // stranded in abandoned segments.
 TEST(HotReuse, ThreadExitGivesHotBlocksBack) {

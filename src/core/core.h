@@ -176,12 +176,11 @@ BRISK_INTERNAL void _bk_heap_page_emptied(heap_t *h, page_t *pg);
 BRISK_INTERNAL void _bk_heap_release_empty(heap_t *h, uint64_t kept_before);
 BRISK_INTERNAL void _bk_heap_free_local(heap_t *h, page_t *pg, block_t *b);
 /* A block of pg back from its owner's thread: true when that leaves the
- * blocks in use below the page's alarm. It is the next block the page
- * hands out (LIFO), while its lines are still in the cache: a malloc-free
- * loop of 1 KiB blocks that cycled through the 16 KiB a page threads at a
- * time took 0.41 s per 100 M pairs, and 0.28 reusing the one block. The
- * secure library puts it on local_free, handed out once the page's list
- * runs dry: not the next block, which a use after free would count on. */
+ * blocks in use below the page's alarm. It is the next block the page hands
+ * out (LIFO), while its lines are still in the cache (a 1 KiB malloc-free
+ * loop cycling through the 16 KiB a page threads at a time took 0.41 s per
+ * 100 M pairs, 0.28 reusing one block); in the secure library, once the
+ * page's list runs dry: not next, as a use after free would count on. */
 static inline __attribute__((always_inline)) bool page_take_back(page_t *pg, block_t *b) {
 #if BRISK_SECURE
   link_set(b, pg->local_free);
@@ -193,8 +192,8 @@ static inline __attribute__((always_inline)) bool page_take_back(page_t *pg, blo
   return PUBLISH_ADD(pg->used_past_alarm, -1) < 0;
 }
 
-/* pg's other list (remote frees collected; in the secure library also the owner's) becomes
- * its next blocks (pg->free is empty), with no atomics; false if not (secure_last_freed_second). */
+/* pg's other list (remote frees; the secure library's owner's too) becomes its next blocks
+ * (pg->free is empty), without atomics; false if not (secure_last_freed_second). */
 static inline bool page_reuse_local(page_t *pg) {
   if (!(pg->free = secure_last_freed_second(pg, pg->local_free))) return false;
   pg->local_free = NULL;
@@ -259,6 +258,7 @@ BRISK_INTERNAL void _bk_hot_classes_init(void);     /* once, at process start */
 BRISK_INTERNAL size_t _bk_hot_count(const hot_list_t *hl);
 BRISK_INTERNAL void _bk_hot_init(heap_t *h);
 BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
+BRISK_INTERNAL void _bk_hot_overflow(void *p); /* free_own_hot: p's stack is full */
 BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);
 
 /* ---- stack.c: call stacks (checked library) ----------------------------- */

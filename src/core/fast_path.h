@@ -62,7 +62,7 @@ static inline bool link_ok_across_pages(size_t block_size, const block_t *next) 
 static inline block_t *hot_top(const hot_list_t *hl) { return hl->top[-1]; }
 
 /* The block on top of hl's stack, taken off: there is one. large: the
- * class's bytes count against the heap's bound (PAGE_HOT_BYTES). */
+ * class's bytes count against the heap's bound (PAGE_BIG). */
 static inline __attribute__((always_inline)) block_t *hot_unlink(heap_t *h, hot_list_t *hl, bool large) {
   block_t *b = hl->top[-1];
   PUBLISH_ADD(hl->top, -1);
@@ -161,7 +161,7 @@ static inline transfer_list_t *transfer_ready(heap_t *h, unsigned cls, size_t si
 static inline __attribute__((always_inline)) void *heap_malloc_block(heap_t *h, size_t size) {
   if (likely(size <= DIRECT_SIZE_MAX)) {
     if (!BRISK_SECURE) { /* (whose small classes have no hot list: hot.c) */
-      hot_list_t *hl = &h->hot[_bk_direct_class[(size + 15) >> 4]];
+      hot_list_t *hl = h->direct_hot[(size + 15) >> 4];
       if (hot_top(hl)) return hot_pop(h, hl, size);
     }
     page_t *pg = h->direct[(size + 15) >> 4];
@@ -288,7 +288,7 @@ static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, page_t
   _bk_hot_free(h, pg, p);
 #else
   if (unlikely(release_freed_twice(hot_top(&h->hot[pg->size_class]), p))) _bk_double_free_jump(p);
-  else if (!hot_push(h, pg, p, large)) _bk_heap_free_local(h, pg, p);
+  else if (!hot_push(h, pg, p, large)) _bk_hot_overflow(p);
 #endif
 }
 
@@ -315,17 +315,17 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
        * stack; in the secure library, those of the direct sizes go back to
        * their page: current, parked as full or neither, one sign test
        * (page_flags_set). */
-      unsigned kind = pg->flags & (PAGE_HOT | PAGE_HOT_BYTES | PAGE_HAS_ALIGNED);
-      if (!BRISK_SECURE && likely(kind == PAGE_HOT)) {
+      unsigned flags = pg->flags;
+      if (!BRISK_SECURE && likely(!(flags & (PAGE_COLD | PAGE_BIG | PAGE_HAS_ALIGNED)))) {
         free_own_hot(h, pg, p, false);
         return;
       }
-      if (likely(!kind)) {
+      if (likely(!(flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
         if (unlikely(release_freed_twice(pg->free, p))) _bk_double_free_jump(p);
         else if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
         return;
       }
-      if (kind == (PAGE_HOT | PAGE_HOT_BYTES)) {
+      if ((flags & (PAGE_BIG | PAGE_HAS_ALIGNED)) == PAGE_BIG) {
         free_own_hot(h, pg, p, true);
         return;
       }

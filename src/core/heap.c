@@ -187,5 +187,5 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
     return;
   }
   block_t *b = pg->flags & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
-  if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b, pg->flags & PAGE_HOT_BYTES)) _bk_heap_free_local(h, pg, b);
+  if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b, pg->flags & PAGE_BIG)) _bk_heap_free_local(h, pg, b);
 }

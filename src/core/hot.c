@@ -24,8 +24,8 @@ static bool hot_class(unsigned cls) {
 }
 
 uint8_t _bk_hot_flags(unsigned cls) {
-  if (!hot_class(cls)) return 0;
-  return _bk_class_size(cls) > DIRECT_SIZE_MAX ? PAGE_HOT | PAGE_HOT_BYTES : PAGE_HOT;
+  if (!hot_class(cls)) return PAGE_COLD;
+  return _bk_class_size(cls) > DIRECT_SIZE_MAX ? PAGE_HOT | PAGE_BIG : PAGE_HOT;
 }
 
 /* Every heap's hot lists start as this template, built once with the size
@@ -35,14 +35,17 @@ uint8_t _bk_hot_flags(unsigned cls) {
  * mleak). */
 static hot_list_t hot_template[CLASS_COUNT];
 
+/* (Class 0, no class, has a stack with no room too: a free of a pointer
+ * into a page never used reaches it, in the release library.) */
 void _bk_hot_classes_init(void) {
   size_t slot = 0;
-  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
+  for (unsigned cls = 0; cls < CLASS_COUNT; cls++) {
     hot_list_t *hl = &hot_template[cls];
-    size_t size = _bk_class_size(cls), n = HOT_CLASS_BYTES / size;
-    if (n < 2) n = 2;
-    if (n > HOT_MAX_BLOCKS) n = HOT_MAX_BLOCKS;
-    if (!hot_class(cls)) n = 0;
+    size_t size = cls ? _bk_class_size(cls) : 0, n = 0;
+    if (cls && hot_class(cls)) {
+      n = HOT_CLASS_BYTES / size;
+      n = n < 2 ? 2 : n > HOT_MAX_BLOCKS ? HOT_MAX_BLOCKS : n;
+    }
     hl->block_size = (uint32_t)size;
     slot += 1; /* the NULL below the stack */
     hl->base = hl->top = (block_t **)(uintptr_t)slot;
@@ -54,7 +57,7 @@ void _bk_hot_classes_init(void) {
 
 /* The push and pop are inline (fast_path.h). */
 void _bk_hot_init(heap_t *h) {
-  for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
+  for (unsigned cls = 0; cls < CLASS_COUNT; cls++) {
     const hot_list_t *t = &hot_template[cls];
     hot_list_t *hl = &h->hot[cls];
     *hl = *t;
@@ -62,6 +65,7 @@ void _bk_hot_init(heap_t *h) {
     hl->end = h->hot_slots + (uintptr_t)t->end;
     hl->base[-1] = NULL;
   }
+  for (size_t i = 0; i < DIRECT_SLOTS; i++) h->direct_hot[i] = &h->hot[_bk_direct_class[i]];
   h->hot_bytes = 0;
 }
 
@@ -92,6 +96,28 @@ void _bk_hot_free(heap_t *h, page_t *pg, block_t *b) {
   if (!hot_push(h, pg, b, true)) _bk_heap_free_local(h, pg, b);
 }
 #endif
+
+/* The release library's free of p, a block of the thread's own, whose
+ * class's stack is full (or, above the direct sizes, the heap's bound is
+ * reached): the older half of the stack goes back to its pages, so that
+ * a run of frees (a structure torn down) pays this once per half a stack,
+ * and p goes on top. (The page is found again here: passed, free_fast
+ * computed it ahead of its tests, three instructions on every free.) */
+void _bk_hot_overflow(void *p) {
+  heap_t *h = _bk_tls_heap;
+  page_t *pg = page_of(segment_of(p), p);
+  hot_list_t *hl = &h->hot[pg->size_class];
+  bool big = pg->flags & PAGE_BIG;
+  size_t held = (size_t)(hl->top - hl->base), out = (held + 1) / 2;
+  for (size_t i = 0; i < out; i++) {
+    block_t *b = hl->base[i];
+    _bk_heap_free_local(h, page_of(segment_of(b), b), b);
+  }
+  memmove(hl->base, hl->base + out, (held - out) * sizeof *hl->base);
+  PUBLISH(hl->top, hl->top - out);
+  if (big) h->hot_bytes -= out * hl->block_size;
+  if (!hot_push(h, pg, p, big)) _bk_heap_free_local(h, pg, p);
+}
 
 /* Every hot block back to its page, as a free of the owner's. */
 void _bk_hot_flush(heap_t *h) {

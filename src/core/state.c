@@ -17,6 +17,7 @@ BRISK_INTERNAL page_t _bk_page_empty;
 static block_t *no_hot_blocks[1];
 BRISK_INTERNAL heap_t _bk_heap_empty = {
     .direct = {[0 ... DIRECT_SLOTS - 1] = &_bk_page_empty},
+    .direct_hot = {[0 ... DIRECT_SLOTS - 1] = &_bk_heap_empty.hot[0]},
     .hot = {[0 ... CLASS_COUNT -
              1] = {.top = no_hot_blocks + 1, .end = no_hot_blocks + 1, .base = no_hot_blocks + 1}},
     .uid = UINT64_MAX, /* matches no segment, so frees take the remote path */

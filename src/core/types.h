@@ -85,13 +85,12 @@ enum delayed_state {
 #define TF_PTR_MASK ((TF_COUNT_ONE - 1) & ~TF_STATE_MASK)
 static inline struct block *tf_list(uintptr_t tf) { return (struct block *)(tf & TF_PTR_MASK); }
 
-/* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c); with
- * PAGE_HOT_BYTES, one whose bytes count against the heap's bound.
- * PAGE_CURRENT: the page its class allocates from (a class of the direct
- * sizes; page_queue.c sets it with the direct slots). The free fast path
- * takes pages with neither PAGE_HOT nor PAGE_HAS_ALIGNED; what it does
- * for the rest (current, parked) is in the alarm page_flags_set sets. */
-enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4, PAGE_CURRENT = 8, PAGE_HOT_BYTES = 16 };
+/* PAGE_HOT: its owner's frees go to the heap's hot list (hot.c), PAGE_COLD's
+ * not; PAGE_BIG: a hot list whose bytes count against the heap's bound.
+ * PAGE_CURRENT: the page its class allocates from (a direct size's, set with
+ * the direct slots). free_fast tests bits; page_flags_set's alarm, states. */
+enum page_flags { PAGE_IN_FULL = 1, PAGE_HAS_ALIGNED = 2, PAGE_HOT = 4, PAGE_CURRENT = 8 };
+enum { PAGE_BIG = 16, PAGE_COLD = 32 }; /* page_flags too */
 
 struct heap;
 struct segment;
@@ -267,8 +266,7 @@ typedef struct hot_list {
  * second holds the freed mark; there the other blocks of a list hold in it
  * the block TRANSFER_AHEAD places after them, for the pop to prefetch). */
 #define TRANSFER_WORD (BRISK_SECURE ? 2 : 1)
-/* Requests this big may take back blocks of other threads their own thread
- * freed (transfer_fill), before a batch is full. */
+/* Requests this big take back their thread's frees of other threads' blocks (transfer_fill). */
 #define TRANSFER_REUSE_MIN 256
 #define TRANSFER_AHEAD 4
 typedef struct transfer_list {
@@ -288,10 +286,11 @@ typedef struct transfer_list {
 #define HEAP_BEAT_BYTES ((int64_t)4 << 20) /* bytes handed out between two heartbeats */
 
 typedef struct heap {
-  page_t *direct[DIRECT_SLOTS]; /* size/16 -> page to allocate from */
-  uint64_t uid;                 /* unique per heap lifetime, never reused */
-  int64_t beat_budget;          /* bytes the fast paths hand out before the heartbeat (core.h) */
-  uint64_t stat_requested;      /* counters PUBLISHed by the owner, summed by stats */
+  page_t *direct[DIRECT_SLOTS];              /* size/16 -> page to allocate from */
+  struct hot_list *direct_hot[DIRECT_SLOTS]; /* size/16 -> its class's hot list */
+  uint64_t uid;                              /* unique per heap lifetime, never reused */
+  int64_t beat_budget;                       /* bytes the fast paths hand out before the heartbeat (core.h) */
+  uint64_t stat_requested;                   /* counters PUBLISHed by the owner, summed by stats */
   uint64_t stat_cache_hits, stat_cache_misses;
   list_t queues[CLASS_COUNT];  /* pages with (possibly) free blocks */
   list_t full;                 /* pages with no free block */
