@@ -258,7 +258,6 @@ BRISK_INTERNAL void _bk_hot_classes_init(void);     /* once, at process start */
 BRISK_INTERNAL size_t _bk_hot_count(const hot_list_t *hl);
 BRISK_INTERNAL void _bk_hot_init(heap_t *h);
 BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
-BRISK_INTERNAL void _bk_hot_overflow(void *p); /* free_own_hot: p's stack is full */
 BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);
 
 /* ---- stack.c: call stacks (checked library) ----------------------------- */

@@ -278,6 +278,16 @@ static inline bool release_freed_twice(const block_t *head, const void *p) {
 #endif
 }
 
+/* A free of h's own block p of pg, a page of the direct sizes whose frees
+ * go to the page (the secure library's) or found its class's hot stack
+ * full: a run of frees past the stack (a structure torn down) costs what
+ * it did before the stacks. When the blocks in use fall below the page's
+ * alarm, the page moves (page_flags_set). */
+static inline __attribute__((always_inline)) void free_to_page(page_t *pg, void *p) {
+  if (unlikely(release_freed_twice(pg->free, p))) _bk_double_free_jump(p);
+  else if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
+}
+
 /* The free of a block of a hot class of h's own (large: as in
  * hot_unlink). */
 static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, page_t *pg, void *p, bool large) {
@@ -288,7 +298,7 @@ static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, page_t
   _bk_hot_free(h, pg, p);
 #else
   if (unlikely(release_freed_twice(hot_top(&h->hot[pg->size_class]), p))) _bk_double_free_jump(p);
-  else if (!hot_push(h, pg, p, large)) _bk_hot_overflow(p);
+  else if (!hot_push(h, pg, p, large)) free_to_page(pg, p);
 #endif
 }
 
@@ -321,8 +331,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         return;
       }
       if (likely(!(flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
-        if (unlikely(release_freed_twice(pg->free, p))) _bk_double_free_jump(p);
-        else if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
+        free_to_page(pg, p);
         return;
       }
       if ((flags & (PAGE_BIG | PAGE_HAS_ALIGNED)) == PAGE_BIG) {

@@ -97,28 +97,6 @@ void _bk_hot_free(heap_t *h, page_t *pg, block_t *b) {
 }
 #endif
 
-/* The release library's free of p, a block of the thread's own, whose
- * class's stack is full (or, above the direct sizes, the heap's bound is
- * reached): the older half of the stack goes back to its pages, so that
- * a run of frees (a structure torn down) pays this once per half a stack,
- * and p goes on top. (The page is found again here: passed, free_fast
- * computed it ahead of its tests, three instructions on every free.) */
-void _bk_hot_overflow(void *p) {
-  heap_t *h = _bk_tls_heap;
-  page_t *pg = page_of(segment_of(p), p);
-  hot_list_t *hl = &h->hot[pg->size_class];
-  bool big = pg->flags & PAGE_BIG;
-  size_t held = (size_t)(hl->top - hl->base), out = (held + 1) / 2;
-  for (size_t i = 0; i < out; i++) {
-    block_t *b = hl->base[i];
-    _bk_heap_free_local(h, page_of(segment_of(b), b), b);
-  }
-  memmove(hl->base, hl->base + out, (held - out) * sizeof *hl->base);
-  PUBLISH(hl->top, hl->top - out);
-  if (big) h->hot_bytes -= out * hl->block_size;
-  if (!hot_push(h, pg, p, big)) _bk_heap_free_local(h, pg, p);
-}
-
 /* Every hot block back to its page, as a free of the owner's. */
 void _bk_hot_flush(heap_t *h) {
   for (unsigned cls = 1; cls < CLASS_COUNT; cls++) {
