@@ -278,11 +278,11 @@ static inline bool release_freed_twice(const block_t *head, const void *p) {
 #endif
 }
 
-/* A free of h's own block p of pg, a page of the direct sizes whose frees
- * go to the page (the secure library's) or found its class's hot stack
- * full: a run of frees past the stack (a structure torn down) costs what
- * it did before the stacks. When the blocks in use fall below the page's
- * alarm, the page moves (page_flags_set). */
+/* A free by its owner of p, a block of pg, to the page: a secure library's
+ * block of the direct sizes, or one whose class's hot stack is full (a run
+ * of frees past the stack, a structure torn down, costs what it did before
+ * the stacks, and evicts nothing from it). When the blocks in use fall
+ * below the page's alarm, the page moves (page_flags_set). */
 static inline __attribute__((always_inline)) void free_to_page(page_t *pg, void *p) {
   if (unlikely(release_freed_twice(pg->free, p))) _bk_double_free_jump(p);
   else if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
