@@ -244,6 +244,11 @@ static __attribute__((noinline)) void *heap_aligned_block_slow(heap_t *h, size_t
 static inline __attribute__((always_inline)) void *heap_aligned_block(heap_t *h, size_t align, size_t size,
                                                                       bool zero) {
   if (likely(size <= DIRECT_SIZE_MAX)) {
+    if (!BRISK_SECURE) { /* (as in heap_malloc_block) */
+      hot_list_t *hl = h->direct_hot[(size + 15) >> 4];
+      block_t *b = hot_top(hl);
+      if (likely(b && ((uintptr_t)b & (align - 1)) == 0)) return cleared_if(zero, hot_pop(h, hl, size), size);
+    }
     page_t *pg = h->direct[(size + 15) >> 4];
     if (likely(pg->free && ((uintptr_t)pg->free & (align - 1)) == 0))
       return cleared_if(zero, page_pop(h, pg, size), size);
