@@ -1,11 +1,13 @@
 /* The allocation fast path, shared by brisk_malloc/brisk_free and the
  * malloc/free overrides (inlined into both so neither pays a jump).
  *
- *   malloc: heap->direct[size/16] -> page -> pop page->free
- *           (above those sizes: pop the class's hot list, hot.c)
+ *   malloc: pop the class's hot stack (hot.c; heap->direct_hot[size/16]
+ *           up to 1 KiB), else heap->direct[size/16] -> page -> pop
+ *           page->free (the secure library: no stack up to 1 KiB)
  *   free:   chunk map says "ours" -> segment (mask) -> page;
- *           owned by this thread? push page->free (the secure library:
- *           page->local_free), or the hot list
+ *           owned by this thread? push on the class's hot stack, or when
+ *           it is full push page->free (the secure library, up to 1 KiB:
+ *           page->local_free)
  * No lock and no atomic read-modify-write on either; everything else is in
  * _bk_heap_malloc_generic (heap.c) and _bk_free_slow (alloc.c). */
 #ifndef BRISK_FAST_PATH_H
@@ -36,14 +38,11 @@ static inline __attribute__((always_inline)) block_t *page_pop(heap_t *h, page_t
   return b;
 }
 
-/* The links of lists that span pages (a heap's hot lists, hot.c, and the
- * transfer cache's batches, transfer.c) are checked without a page: a link
- * must lead into a segment (the chunk map), to a block that holds the mark
- * its free wrote, keyed by its address and the class's size, which no one
- * forges without the key. On a hot list the blocks are those freed last, so
- * the read of that mark finds its line in the cache as a rule (the list
- * exists for that), and the end of a list (the one block of a malloc-free
- * loop) costs no more than its test. */
+/* The links of lists that span pages (the transfer cache's batches,
+ * transfer.c) are checked without a page: a link must lead into a segment
+ * (the chunk map), to a block that holds the mark its free wrote, keyed by
+ * its address and the class's size, which no one forges without the key.
+ * (The hot stacks hold pointers in the heap: nothing there to check.) */
 static inline bool link_ok_across_pages(size_t block_size, const block_t *next) {
 #if BRISK_SECURE
   /* (On a block boundary before the mark is read: a corrupted link may

@@ -212,8 +212,8 @@ static inline block_t *secure_last_freed_second(const page_t *pg, block_t *list)
 #endif
 }
 
-/* The page of a block on a list that spans pages (hot lists, a heap's
- * delayed frees), or NULL when p is not in a page in use. */
+/* The page of a block on a list that spans pages (a heap's delayed
+ * frees), or NULL when p is not in a page in use. */
 static inline page_t *page_holding(const void *p) {
   segment_t *seg = segment_of(p);
   if (!seg || seg->kind == SEG_HUGE) return NULL;
@@ -224,9 +224,9 @@ static inline page_t *page_holding(const void *p) {
 /* ---- Marks of freed blocks ---------------------------------------------- */
 
 /* Keyed by the block's address and size: a free of the block while it is
- * free is told by its mark, and a hot list (which spans pages) tells by it
- * that a block it is to hand out was freed as one of its class
- * (hot_unlink). */
+ * free is told by its mark, and a transfer batch (which spans pages) tells
+ * by it that a block it is to hand out was freed as one of its class
+ * (link_ok_across_pages). */
 static inline uintptr_t freed_mark(const block_t *b, size_t block_size) {
   return (uintptr_t)b ^ _bk_keys.freed ^ block_size;
 }

@@ -17,7 +17,7 @@
  * pages as remote frees did before.
  *
  * In the secure library every link of a batch, and the link from one
- * batch to the next, is checked as a hot list's are (fast_path.h): each
+ * batch to the next, is checked by its mark (link_ok_across_pages): each
  * block keeps its freed mark, so the batch link is not in the second word
  * but in the third, and blocks of 16 bytes do not transfer there. Not in
  * the checked library (frees take effect at once), nor in realtime mode (a
