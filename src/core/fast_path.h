@@ -4,10 +4,10 @@
  *   malloc: pop the class's hot stack (hot.c; heap->direct_hot[size/16]
  *           up to 1 KiB), else heap->direct[size/16] -> page -> pop
  *           page->free (the secure library: no stack up to 1 KiB)
- *   free:   chunk map says "ours" -> segment (mask) -> page;
- *           owned by this thread? push on the class's hot stack, or when
- *           it is full push page->free (the secure library, up to 1 KiB:
- *           page->local_free)
+ *   free:   chunk map says "ours" -> segment (mask) -> the page's byte
+ *           in seg->free_class; owned by this thread? push on that class's
+ *           hot stack, or when it is full push page->free (the secure
+ *           library, up to 1 KiB: the page's local_free)
  * No lock and no atomic read-modify-write on either; everything else is in
  * _bk_heap_malloc_generic (heap.c) and _bk_free_slow (alloc.c). */
 #ifndef BRISK_FAST_PATH_H
@@ -315,25 +315,38 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
    * those inside a huge block's later chunks go the slow way). */
   if (likely(chunk_starts_segment(p))) {
     segment_t *seg = (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
-    page_t *pg = page_of(seg, p);
+    size_t idx = ((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift;
+    page_t *pg = &seg->pages[idx];
 #if BRISK_SECURE
     /* Anything but a plain free of a live block is checked out of line. */
     if (unlikely(!secure_free_quick(pg, p))) {
       _bk_secure_free_in(seg, p);
       return;
     }
+    unsigned cls = 0;
+#else
+    /* (Read before the owner test, which it does not depend on: the two
+     * loads overlap. Another thread's value is never acted on.) */
+    unsigned cls = PEEK(seg->free_class[idx]);
 #endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
-      /* In the release library, a block of any class goes on its hot
-       * stack; in the secure library, those of the direct sizes go back to
-       * their page: current, parked as full or neither, one sign test
-       * (page_flags_set). */
-      unsigned flags = pg->flags;
-      if (!BRISK_SECURE && likely(!(flags & (PAGE_COLD | PAGE_BIG | PAGE_HAS_ALIGNED)))) {
-        free_own_hot(h, pg, p, false);
+      /* In the release library, a block of a small class goes on its hot
+       * stack, told by the segment's byte without a read of the page;
+       * when the stack is full, to its page (_bk_free_to_page, a jump: inline
+       * it made every free keep a stack frame). */
+      if (likely(cls)) {
+        hot_list_t *hl = &h->hot[cls];
+        block_t **top = hl->top;
+        if (unlikely(release_freed_twice(top[-1], p))) _bk_double_free_jump(p);
+        else if (likely(top != hl->end)) hot_link(hl, p);
+        else _bk_free_to_page(pg, p);
         return;
       }
+      /* The secure library's blocks of the direct sizes go back to their
+       * page: current, parked as full or neither, one sign test
+       * (page_flags_set). */
+      unsigned flags = pg->flags;
       if (likely(!(flags & (PAGE_HOT | PAGE_HAS_ALIGNED)))) {
         free_to_page(pg, p);
         return;

@@ -89,6 +89,9 @@ static block_t **held_slot(hot_list_t *hl) {
 #endif
 }
 
+/* A free of the owner's whose class's stack is full (free_fast). */
+void _bk_free_to_page(page_t *pg, void *p) { free_to_page(pg, p); }
+
 #if BRISK_SECURE
 /* The secure library's free of the heap's own block of a hot class
  * (free_fast). */

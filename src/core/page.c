@@ -25,8 +25,8 @@ void _bk_page_init(page_t *pg, segment_t *seg, unsigned cls, heap_t *h) {
   PUBLISH(pg->free_alarm, 0);
   pg->free = NULL;
   pg->local_free = NULL;
+  PUBLISH(pg->size_class, (uint8_t)cls); /* (before the flags: page_flags_set reads it) */
   page_flags_set(pg, _bk_hot_flags(cls));
-  PUBLISH(pg->size_class, (uint8_t)cls);
   page_copy_for_others(pg);
   PUBLISH(pg->in_use, 1);
   pg->link.next = pg->link.prev = NULL;

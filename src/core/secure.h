@@ -19,7 +19,7 @@
 #ifndef BRISK_CORE_SECURE_H
 #define BRISK_CORE_SECURE_H
 
-#include "core/types.h"
+#include "core/locate.h"
 
 /* Set once, before the first block is threaded (process.c), never changed:
  * every link ever stored was encoded with them. */

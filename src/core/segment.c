@@ -119,6 +119,7 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
   for (uint32_t i = 0; i < seg->page_count; i++) {
     PUBLISH(seg->pages[i].in_use, 0);
     PUBLISH(seg->pages[i].needs_purge, 0);
+    PUBLISH(seg->free_class[i], 0); /* (a cached segment's pages were another kind's) */
     page_secure_update(&seg->pages[i]);
     if (!page_is_usable(seg, i)) seg->free_page_mask &= ~((uint64_t)1 << i);
   }
@@ -165,6 +166,7 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
   size_t idx = (size_t)(pg - seg->pages);
   BRISK_ASSERT(pg->in_use && !((seg->free_page_mask >> idx) & 1) && seg->pages_in_use > 0);
   PUBLISH(pg->in_use, 0);
+  PUBLISH(seg->free_class[idx], 0); /* a free into a free page goes the slow way */
   page_secure_update(pg);
   PUBLISH(pg->needs_purge, 1);
   seg->resident_mask |= _bk_page_resident_bits(seg, pg);

@@ -1,5 +1,6 @@
 /* The core's data: geometry, pages, segments, heaps, and the small inline
- * lookups every core file shares. Functions are declared in core.h.
+ * lookups every core file shares (where a pointer lies: locate.h).
+ * Functions are declared in core.h.
  *
  * Memory comes from the OS in segments: 4 MiB-aligned mappings whose header
  * (struct segment) sits at the aligned start, so the owner of any block is
@@ -228,7 +229,14 @@ typedef struct segment {
   /* In its heap's segment list (owner), the abandoned list or an explicit
    * heap's huge blocks (under their locks). */
   list_node_t link;
-  list_node_t registry_link;                        /* every mapped segment (under the registry lock) */
+  list_node_t registry_link; /* every mapped segment (under the registry lock) */
+  /* Byte i: the class of page i when its blocks go on the owner's hot
+   * stack as they are (no PAGE_COLD, PAGE_BIG or PAGE_HAS_ALIGNED), else 0;
+   * written with the flags (page_flags_set). The release library's free
+   * reads it, not the page's line: in a large working set that line left
+   * the cache long ago, and these 64 bytes serve all the segment's pages.
+   * PUBLISHed by the owner, PEEKed by every free before its owner test. */
+  _Alignas(64) uint8_t free_class[MAX_PAGES_PER_SEGMENT];
   _Alignas(64) page_t pages[MAX_PAGES_PER_SEGMENT]; /* a page's hot fields on one line */
 } segment_t;
 
@@ -387,111 +395,6 @@ extern BRISK_INTERNAL uint8_t _bk_large_class[LARGE_SIZE_MAX >> LARGE_CLASS_STEP
 extern BRISK_INTERNAL uint8_t _bk_direct_class[DIRECT_SLOTS];
 static inline unsigned large_size_to_class(size_t size) {
   return _bk_large_class[(size - 1) >> LARGE_CLASS_STEP_SHIFT];
-}
-
-/* One byte per 4 MiB chunk below 2^OS_ADDRESS_BITS (chunk_map.c): 0 =
- * not brisk's, 1 = a segment header starts here, k > 1 = this chunk belongs
- * to the segment whose header is k - 1 chunks lower (huge blocks span
- * many). Relaxed loads: a thread looks up only pointers it holds, whose
- * mapping was marked before the pointer was handed out. */
-#define CHUNK_MAP_ENTRIES ((size_t)1 << (OS_ADDRESS_BITS - SEGMENT_SHIFT))
-extern BRISK_INTERNAL _Atomic(uint8_t) _bk_chunk_map[CHUNK_MAP_ENTRIES];
-
-/* Whether a segment header starts in p's own chunk (tag 1), at p's address
- * masked to SEGMENT_SIZE: the one lookup of the fast paths, with no walk
- * to a huge block's header (NULL, foreign and huge-interior pointers: no). */
-static inline bool chunk_starts_segment(const void *p) {
-  uintptr_t chunk = (uintptr_t)p >> SEGMENT_SHIFT;
-  return chunk < CHUNK_MAP_ENTRIES && atomic_load_explicit(&_bk_chunk_map[chunk], memory_order_relaxed) == 1;
-}
-
-static inline segment_t *segment_of(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  if (unlikely(a >> OS_ADDRESS_BITS)) return NULL;
-  size_t idx = a >> SEGMENT_SHIFT;
-  uint8_t tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
-  segment_t *seg;
-  if (likely(tag == 1)) {
-    seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
-  } else {
-    if (tag == 0) return NULL;
-    while (tag > 1) {
-      idx -= (size_t)tag - 1;
-      tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
-    }
-    if (tag != 1) return NULL;
-    seg = (segment_t *)(idx << SEGMENT_SHIFT);
-  }
-  /* A huge block's mapping may end inside its last 4 MiB chunk, and the OS
-   * may map anything after it (found by fuzz/fuzz_api.c): past the mapping
-   * nothing is brisk's. */
-  if (unlikely(PEEK(seg->kind) == SEG_HUGE) && a - (uintptr_t)seg >= PEEK(seg->mapped_size)) return NULL;
-  return seg;
-}
-
-static inline page_t *page_of(segment_t *seg, const void *p) {
-  /* Huge segments use a shift of 63: every offset maps to pages[0]. */
-  return &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift];
-}
-
-/* Bytes of PROT_NONE after a segment's header and at a mapping's end, in
- * the secure library (secure.h): an underflow cannot reach a header, an
- * overflow cannot run into the next mapping. */
-static inline size_t guard_size(void) { return BRISK_SECURE ? OS_PAGE_SIZE : 0; }
-
-/* The bytes of a huge block: from its start to the guard. */
-static inline size_t huge_block_size(const segment_t *seg) {
-  return PEEK(seg->mapped_size) - PEEK(seg->block_offset) - guard_size();
-}
-
-/* In the secure library, where the guard page after a segment's header
- * starts: the header's last OS page ends there. */
-static inline size_t segment_header_guard_offset(void) { return align_up(sizeof(segment_t), OS_PAGE_SIZE); }
-
-/* Where a segment's blocks may start: after the header (and its guard). */
-static inline size_t segment_data_offset(bool huge) {
-  if (BRISK_SECURE) return segment_header_guard_offset() + OS_PAGE_SIZE;
-  return huge ? HUGE_BLOCK_OFFSET : ((sizeof(segment_t) + 127) & ~(size_t)127);
-}
-
-/* The bytes of page idx that hold blocks (page 0 starts after the header,
- * the last ends before the guard); none when the header covers it (pages
- * of 64 KiB beside a secure header on a 64 KiB OS page). */
-static inline uint8_t *page_area(segment_t *seg, size_t idx, size_t *size) {
-  size_t psize = (size_t)1 << seg->page_shift;
-  uint8_t *start = (uint8_t *)seg + idx * psize;
-  uint8_t *end = start + psize;
-  uint8_t *data = (uint8_t *)seg + segment_data_offset(false);
-  if (start < data) start = data < end ? data : end;
-  if (idx + 1 == seg->page_count) end -= guard_size();
-  *size = (size_t)(end - start);
-  return start;
-}
-
-/* The pages of seg that may be in use: those its free mask does not name
- * (a walk over its pages in use visits these, not all 64: a short thread's
- * exit touched every page's line). */
-static inline uint64_t segment_pages_not_free(const segment_t *seg) {
-  uint64_t all = seg->page_count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << seg->page_count) - 1;
-  return all & ~seg->free_page_mask;
-}
-
-/* A page the header and its guard leave less than half of is not used. */
-static inline bool page_is_usable(segment_t *seg, size_t idx) {
-  size_t area;
-  page_area(seg, idx, &area);
-  return area >= ((size_t)1 << seg->page_shift) / 2;
-}
-
-/* A page (re)initialized for a size class (page.c): its memory may hold
- * blocks of another class, freed (no access for memcheck). */
-static inline void page_initialized(page_t *pg) {
-#if BRISK_CHECKED
-  PUBLISH(pg->handed_out, 0);
-  VG_DEFINED(pg->start, (size_t)pg->reserved * pg->block_size);
-#else
-  (void)pg;
-#endif
 }
 
 static inline void stat_add(uint64_t *counter, uint64_t n) { (void)PUBLISH_ADD(*counter, n); }
