@@ -231,6 +231,8 @@ static inline void page_flags_set(page_t *pg, uint8_t flags) {
   uint32_t alarm = flags & PAGE_IN_FULL ? n - (n + 15) / 16 + 1 : flags & PAGE_CURRENT ? 0 : 1;
   PUBLISH(pg->flags, flags);
   segment_t *seg = (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
+  /* (A page of another size than 64 KiB holds no direct size's blocks:
+   * its byte stays 0, as do those of its other 64 KiBs.) */
   PUBLISH(seg->free_class[pg - seg->pages],
           flags & (PAGE_COLD | PAGE_BIG | PAGE_HAS_ALIGNED) ? 0 : pg->size_class);
   PUBLISH(pg->used_past_alarm, (int32_t)(pg->used_past_alarm + (int32_t)was - (int32_t)alarm));
@@ -263,7 +265,7 @@ BRISK_INTERNAL void _bk_hot_classes_init(void);     /* once, at process start */
 BRISK_INTERNAL size_t _bk_hot_count(const hot_list_t *hl);
 BRISK_INTERNAL void _bk_hot_init(heap_t *h);
 BRISK_INTERNAL void _bk_hot_flush(heap_t *h);
-BRISK_INTERNAL void _bk_free_to_page(page_t *pg, void *p);
+BRISK_INTERNAL void _bk_free_to_page(void *p); /* a block of a paged segment the thread owns */
 BRISK_INTERNAL long _bk_hot_walk(heap_t *h, unsigned cls, const void **bad);
 
 /* ---- stack.c: call stacks (checked library) ----------------------------- */

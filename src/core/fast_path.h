@@ -315,9 +315,8 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
    * those inside a huge block's later chunks go the slow way). */
   if (likely(chunk_starts_segment(p))) {
     segment_t *seg = (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
-    size_t idx = ((uintptr_t)p - (uintptr_t)seg) >> seg->page_shift;
-    page_t *pg = &seg->pages[idx];
 #if BRISK_SECURE
+    page_t *pg = page_of(seg, p);
     /* Anything but a plain free of a live block is checked out of line. */
     if (unlikely(!secure_free_quick(pg, p))) {
       _bk_secure_free_in(seg, p);
@@ -326,8 +325,9 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
     unsigned cls = 0;
 #else
     /* (Read before the owner test, which it does not depend on: the two
-     * loads overlap. Another thread's value is never acted on.) */
-    unsigned cls = PEEK(seg->free_class[idx]);
+     * loads overlap. Another thread's value is never acted on. The byte
+     * of p's 64 KiB needs no page shift: see free_class.) */
+    unsigned cls = PEEK(seg->free_class[((uintptr_t)p >> SMALL_PAGE_SHIFT) & (MAX_PAGES_PER_SEGMENT - 1)]);
 #endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
@@ -340,9 +340,12 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         block_t **top = hl->top;
         if (unlikely(release_freed_twice(top[-1], p))) _bk_double_free_jump(p);
         else if (likely(top != hl->end)) hot_link(hl, p);
-        else _bk_free_to_page(pg, p);
+        else _bk_free_to_page(p);
         return;
       }
+#if !BRISK_SECURE
+      page_t *pg = page_of(seg, p);
+#endif
       /* The secure library's blocks of the direct sizes go back to their
        * page: current, parked as full or neither, one sign test
        * (page_flags_set). */

@@ -90,7 +90,9 @@ static block_t **held_slot(hot_list_t *hl) {
 }
 
 /* A free of the owner's whose class's stack is full (free_fast). */
-void _bk_free_to_page(page_t *pg, void *p) { free_to_page(pg, p); }
+void _bk_free_to_page(void *p) {
+  free_to_page(page_of((segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK), p), p);
+}
 
 #if BRISK_SECURE
 /* The secure library's free of the heap's own block of a hot class

@@ -27,6 +27,7 @@ static void huge_setup(segment_t *seg, size_t offset) {
   seg->page_shift = 63; /* every offset maps to pages[0] */
   seg->page_count = 1;
   PUBLISH(seg->pages[0].in_use, 0);
+  segment_free_class_clear(seg);
   page_secure_update(&seg->pages[0]); /* its frees go out of line */
   PUBLISH(seg->heap, NULL);
   seg->link.next = seg->link.prev = NULL;

@@ -101,6 +101,13 @@ static inline bool page_is_usable(segment_t *seg, size_t idx) {
   return area >= ((size_t)1 << seg->page_shift) / 2;
 }
 
+/* No 64 KiB of seg holds a page whose frees go on a hot stack by its byte
+ * (segment free_class): a segment set up anew, of any kind (a cached one's
+ * bytes were its last life's). */
+static inline void segment_free_class_clear(segment_t *seg) {
+  for (size_t i = 0; i < MAX_PAGES_PER_SEGMENT; i++) PUBLISH(seg->free_class[i], 0);
+}
+
 /* A page (re)initialized for a size class (page.c): its memory may hold
  * blocks of another class, freed (no access for memcheck). */
 static inline void page_initialized(page_t *pg) {

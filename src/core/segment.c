@@ -116,10 +116,10 @@ static void segment_setup(segment_t *seg, heap_t *h, unsigned kind) {
   seg->page_count = (uint32_t)(SEGMENT_SIZE >> seg->page_shift);
   seg->pages_in_use = 0;
   seg->free_page_mask = seg->page_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << seg->page_count) - 1);
+  segment_free_class_clear(seg);
   for (uint32_t i = 0; i < seg->page_count; i++) {
     PUBLISH(seg->pages[i].in_use, 0);
     PUBLISH(seg->pages[i].needs_purge, 0);
-    PUBLISH(seg->free_class[i], 0); /* (a cached segment's pages were another kind's) */
     page_secure_update(&seg->pages[i]);
     if (!page_is_usable(seg, i)) seg->free_page_mask &= ~((uint64_t)1 << i);
   }

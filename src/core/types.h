@@ -47,6 +47,7 @@
 
 #define DIRECT_SIZE_MAX 1024 /* sizes served by heap->direct[] */
 #define DIRECT_SLOTS (DIRECT_SIZE_MAX / 16 + 1)
+_Static_assert(DIRECT_SIZE_MAX <= SMALL_SIZE_MAX, "the direct sizes' pages are 64 KiB (segment free_class)");
 #define CLASS_COUNT 64 /* classes 1..63; 0 is unused */
 /* The doublings above 2, 4 and 8 KiB have a fifth class, an eighth above the
  * power of two (2304, 4608, 9216 B): a page-sized buffer with a header (a
@@ -230,12 +231,14 @@ typedef struct segment {
    * heap's huge blocks (under their locks). */
   list_node_t link;
   list_node_t registry_link; /* every mapped segment (under the registry lock) */
-  /* Byte i: the class of page i when its blocks go on the owner's hot
-   * stack as they are (no PAGE_COLD, PAGE_BIG or PAGE_HAS_ALIGNED), else 0;
-   * written with the flags (page_flags_set). The release library's free
-   * reads it, not the page's line: in a large working set that line left
-   * the cache long ago, and these 64 bytes serve all the segment's pages.
-   * PUBLISHed by the owner, PEEKed by every free before its owner test. */
+  /* Byte i, for the segment's i-th 64 KiB: the class of the page there when
+   * its blocks go on the owner's hot stack as they are (no PAGE_COLD,
+   * PAGE_BIG or PAGE_HAS_ALIGNED: a direct size's, so a page of 64 KiB),
+   * else 0; written with the flags (page_flags_set). The release library's
+   * free reads it, not the page's line: in a large working set that line
+   * left the cache long ago, and these 64 bytes serve all the segment's
+   * pages. PUBLISHed by the owner, PEEKed by every free before its owner
+   * test. */
   _Alignas(64) uint8_t free_class[MAX_PAGES_PER_SEGMENT];
   _Alignas(64) page_t pages[MAX_PAGES_PER_SEGMENT]; /* a page's hot fields on one line */
 } segment_t;
