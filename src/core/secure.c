@@ -129,9 +129,12 @@ static uint64_t next_random(void) {
  * within a few windows of each other, so a loop that touches its fresh
  * blocks walks memory nearly in order, as the CPU's prefetchers and the
  * TLB like (a full shuffle of the extension made such a loop 3x slower,
- * and 8 interleaved runs 1.5-3x). */
-#define WINDOW 16
-_Static_assert((WINDOW & (WINDOW - 1)) == 0, "a pick is WINDOW - 1 masked bits");
+ * and 8 interleaved runs 1.5-3x). A block may wait in the window for many
+ * picks: with 16 blocks the walk strayed up to 65 blocks back and lost
+ * the prefetchers (bench/fixed, 64 B: 0.37x the release library's
+ * objects/s; with 8, 0.74x). */
+#define WINDOW_BITS 3
+#define WINDOW (1 << WINDOW_BITS)
 
 /* One block threaded behind *prev, marked free as a freed block is: a
  * page's memory may have been purged (zero) or held other blocks before,
@@ -161,14 +164,14 @@ static BRISK_NOINLINE block_t *thread_window(block_t *anchor, uint8_t *first, si
     __builtin_prefetch(window[i], 1);
   }
   uint8_t *after = first + filled * bsize, *end = first + count * bsize;
-  /* While blocks remain beyond a full window, a pick is 4 random bits (60
-   * under a marker bit: fifteen picks a number); then the window drains,
-   * each pick 8 bits scaled to the blocks left in it. */
+  /* While blocks remain beyond a full window, a pick is WINDOW_BITS random
+   * bits (60 under a marker bit: twenty picks a number); then the window
+   * drains, each pick 8 bits scaled to the blocks left in it. */
   uint64_t bits = 0;
   for (; after < end; after += bsize) {
     if (bits < WINDOW) bits = next_random() >> 4 | (uint64_t)1 << 60;
     size_t pick = bits & (WINDOW - 1);
-    bits >>= 4;
+    bits >>= WINDOW_BITS;
     thread_one(keys, freed, &prev, window[pick]);
     __builtin_prefetch(after, 1);
     window[pick] = after;
