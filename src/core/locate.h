@@ -102,8 +102,8 @@ static inline bool page_is_usable(segment_t *seg, size_t idx) {
 }
 
 /* No 64 KiB of seg holds a page whose frees go on a hot stack by its byte
- * (segment free_class): a segment set up anew, of any kind (a cached one's
- * bytes were its last life's). */
+ * (segment free_class): a paged segment set up anew, of any kind (a cached
+ * one's bytes were its last life's). */
 static inline void segment_free_class_clear(segment_t *seg) {
   for (size_t i = 0; i < MAX_PAGES_PER_SEGMENT; i++) PUBLISH(seg->free_class[i], 0);
 }
