@@ -210,7 +210,7 @@ void _bk_checked_verify_freed(const checked_call_t *call, const block_view_t *v)
  * its free), and a block handed out before must have been freed by the
  * checked library since, and hold the free pattern still. */
 void _bk_checked_handed_out(block_t *b) {
-  segment_t *seg = (segment_t *)((uintptr_t)b & ~(uintptr_t)SEGMENT_MASK);
+  segment_t *seg = segment_base(b);
   page_t *pg = page_of(seg, b);
   checked_call_t here = {"malloc", STACK_HERE()};
   const checked_call_t *call = _bk_checked_call ? _bk_checked_call : &here;
@@ -219,9 +219,7 @@ void _bk_checked_handed_out(block_t *b) {
   view_finish(&v);
   char what[96];
   block_t *next = link_get(b);
-  if (next &&
-      (((uintptr_t)next & ~(uintptr_t)SEGMENT_MASK) != (uintptr_t)seg || page_of(seg, next) != pg ||
-       !page_has_block_at(pg, next)))
+  if (next && (segment_base(next) != seg || page_of(seg, next) != pg || !page_has_block_at(pg, next)))
     _bk_checked_fail(
         call, &v,
         "%s: write after free: the first word of the free block %p (%s) was overwritten: it holds %p, "

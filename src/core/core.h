@@ -230,7 +230,7 @@ static inline void page_flags_set(page_t *pg, uint8_t flags) {
   uint32_t n = pg->reserved, was = pg->free_alarm;
   uint32_t alarm = flags & PAGE_IN_FULL ? n - (n + 15) / 16 + 1 : flags & PAGE_CURRENT ? 0 : 1;
   PUBLISH(pg->flags, flags);
-  segment_t *seg = (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
+  segment_t *seg = segment_base(pg);
   /* (A page of another size than 64 KiB holds no direct size's blocks:
    * its byte stays 0, as do those of its other 64 KiBs.) */
   PUBLISH(seg->free_class[pg - seg->pages],

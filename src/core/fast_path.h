@@ -86,10 +86,9 @@ static inline __attribute__((always_inline)) void hot_link(hot_list_t *hl, block
   PUBLISH_ADD(hl->top, 1);
 }
 
-/* b, a block of pg, on its class's stack if there is room (large: as in
+/* b, a block of hl's class, on hl's stack if there is room (large: as in
  * hot_unlink). */
-static inline __attribute__((always_inline)) bool hot_push(heap_t *h, page_t *pg, block_t *b, bool large) {
-  hot_list_t *hl = &h->hot[pg->size_class];
+static inline __attribute__((always_inline)) bool hot_push(heap_t *h, hot_list_t *hl, block_t *b, bool large) {
 #if BRISK_SECURE
   /* The block freed last is held off the list until the next free of its
    * class (counted as on it): a malloc right after its free gets another
@@ -292,18 +291,14 @@ static inline __attribute__((always_inline)) void free_to_page(page_t *pg, void 
   else if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
 }
 
-/* The free of a block of a hot class of h's own (large: as in
- * hot_unlink). */
-static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, page_t *pg, void *p, bool large) {
-#if BRISK_SECURE
-  /* (Out of line, a jump: its hold, inline, made GCC save registers on
-   * every free, the small blocks' too.) */
-  (void)large;
-  _bk_hot_free(h, pg, p);
-#else
-  if (unlikely(release_freed_twice(hot_top(&h->hot[pg->size_class]), p))) _bk_double_free_jump(p);
-  else if (!hot_push(h, pg, p, large)) free_to_page(pg, p);
-#endif
+/* The release library's free of p, a block of h's own of class cls, which
+ * is hot (large: as in hot_unlink): on the class's stack, or when it is
+ * full to its page (_bk_free_to_page, a jump: inline, that second copy of
+ * the page push made every free keep a stack frame). */
+static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, unsigned cls, void *p, bool large) {
+  hot_list_t *hl = &h->hot[cls];
+  if (unlikely(release_freed_twice(hot_top(hl), p))) _bk_double_free_jump(p);
+  else if (!hot_push(h, hl, p, large)) _bk_free_to_page(p);
 }
 
 static inline __attribute__((always_inline)) void free_fast(void *p) {
@@ -314,7 +309,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
   /* A segment header at the masked address (NULL, foreign pointers and
    * those inside a huge block's later chunks go the slow way). */
   if (likely(chunk_starts_segment(p))) {
-    segment_t *seg = (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
+    segment_t *seg = segment_base(p);
 #if BRISK_SECURE
     page_t *pg = page_of(seg, p);
     /* Anything but a plain free of a live block is checked out of line. */
@@ -332,15 +327,9 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
       /* In the release library, a block of a small class goes on its hot
-       * stack, told by the segment's byte without a read of the page;
-       * when the stack is full, to its page (_bk_free_to_page, a jump: inline
-       * it made every free keep a stack frame). */
+       * stack, told by the segment's byte without a read of the page. */
       if (likely(cls)) {
-        hot_list_t *hl = &h->hot[cls];
-        block_t **top = hl->top;
-        if (unlikely(release_freed_twice(top[-1], p))) _bk_double_free_jump(p);
-        else if (likely(top != hl->end)) hot_link(hl, p);
-        else _bk_free_to_page(p);
+        free_own_hot(h, cls, p, false);
         return;
       }
 #if !BRISK_SECURE
@@ -355,7 +344,13 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         return;
       }
       if ((flags & (PAGE_BIG | PAGE_HAS_ALIGNED)) == PAGE_BIG) {
-        free_own_hot(h, pg, p, true);
+#if BRISK_SECURE
+        /* (Out of line, a jump: its hold, inline, made GCC save registers
+         * on every free, the small blocks' too.) */
+        _bk_hot_free(h, pg, p);
+#else
+        free_own_hot(h, pg->size_class, p, true);
+#endif
         return;
       }
     }
@@ -374,7 +369,7 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
 static inline __attribute__((always_inline)) void secure_check_size(void *p, size_t size, const char *fn) {
 #if BRISK_SECURE
   if (likely(chunk_starts_segment(p))) {
-    page_t *pg = page_of((segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK), p);
+    page_t *pg = page_of(segment_base(p), p);
     if (unlikely(size > pg->block_size) && secure_block_start(pg, p))
       _bk_secure_wrong_size(fn, p, size, pg->block_size);
   }

@@ -96,7 +96,7 @@ block_t *_bk_heap_heartbeat(heap_t *h, block_t *b) {
 static void *page_pop_slow(heap_t *h, page_t *pg, size_t size) {
   block_t *b = page_pop(h, pg, size);
   if (size > MEDIUM_SIZE_MAX) {
-    segment_t *seg = (segment_t *)((uintptr_t)pg & ~(uintptr_t)SEGMENT_MASK);
+    segment_t *seg = segment_base(pg);
     uint64_t bit = (uint64_t)1 << ((size_t)((uint8_t *)b - pg->start) / pg->block_size);
     seg->blocks_free_seen &= ~bit;
     seg->blocks_purged &= ~bit;
@@ -187,5 +187,6 @@ void _bk_heap_free_generic(segment_t *seg, void *p) {
     return;
   }
   block_t *b = pg->flags & PAGE_HAS_ALIGNED ? _bk_page_block_start(pg, p) : (block_t *)p;
-  if (!(pg->flags & PAGE_HOT) || !hot_push(h, pg, b, pg->flags & PAGE_BIG)) _bk_heap_free_local(h, pg, b);
+  if (!(pg->flags & PAGE_HOT) || !hot_push(h, &h->hot[pg->size_class], b, pg->flags & PAGE_BIG))
+    _bk_heap_free_local(h, pg, b);
 }

@@ -90,15 +90,13 @@ static block_t **held_slot(hot_list_t *hl) {
 }
 
 /* A free of the owner's whose class's stack is full (free_fast). */
-void _bk_free_to_page(void *p) {
-  free_to_page(page_of((segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK), p), p);
-}
+void _bk_free_to_page(void *p) { free_to_page(page_of(segment_base(p), p), p); }
 
 #if BRISK_SECURE
 /* The secure library's free of the heap's own block of a hot class
  * (free_fast). */
 void _bk_hot_free(heap_t *h, page_t *pg, block_t *b) {
-  if (!hot_push(h, pg, b, true)) _bk_heap_free_local(h, pg, b);
+  if (!hot_push(h, &h->hot[pg->size_class], b, true)) _bk_heap_free_local(h, pg, b);
 }
 #endif
 

@@ -23,6 +23,13 @@ static inline bool chunk_starts_segment(const void *p) {
   return chunk < CHUNK_MAP_ENTRIES && atomic_load_explicit(&_bk_chunk_map[chunk], memory_order_relaxed) == 1;
 }
 
+/* The segment whose header is at p's address masked to SEGMENT_SIZE: for
+ * a p known to lie in a segment's first chunk (chunk_starts_segment said
+ * so, or p is a page or a block of a paged segment). */
+static inline segment_t *segment_base(const void *p) {
+  return (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
+}
+
 static inline segment_t *segment_of(const void *p) {
   uintptr_t a = (uintptr_t)p;
   if (unlikely(a >> OS_ADDRESS_BITS)) return NULL;
@@ -30,7 +37,7 @@ static inline segment_t *segment_of(const void *p) {
   uint8_t tag = atomic_load_explicit(&_bk_chunk_map[idx], memory_order_relaxed);
   segment_t *seg;
   if (likely(tag == 1)) {
-    seg = (segment_t *)(a & ~(uintptr_t)SEGMENT_MASK);
+    seg = segment_base(p);
   } else {
     if (tag == 0) return NULL;
     while (tag > 1) {

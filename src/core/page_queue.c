@@ -142,7 +142,7 @@ void _bk_heap_page_alarm(heap_t *h, page_t *pg) {
 /* The same, from free's fast path, for its thread's block p: called with
  * p alone, the fast path keeps no copy of the page's address for it. */
 void _bk_heap_block_alarm(void *p) {
-  segment_t *seg = (segment_t *)((uintptr_t)p & ~(uintptr_t)SEGMENT_MASK);
+  segment_t *seg = segment_base(p);
   _bk_heap_page_alarm(_bk_tls_heap, page_of(seg, p));
 }
 
