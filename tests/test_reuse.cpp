@@ -1,6 +1,7 @@
 // Reuse of freed memory: blocks freed a moment ago are handed out first
 // (core/hot.c), and what a thread holds for reuse is still counted as free
 // and given back when the thread ends.
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -142,7 +143,8 @@ TEST(HotReuse, StatisticsCountHotBlocksAsFree) {
 }
 
 // What a thread keeps on its hot lists (thread_cached) is bounded: at most
-// HOT_HEAP_BYTES (4 MiB) over all classes, however much it frees.
+// HOT_HEAP_BYTES (4 MiB) over the classes above 8 KiB (above 1 KiB in the
+// secure library), and 128 KiB a class below, however much it frees.
 TEST(HotReuse, AThreadKeepsAtMost4MiBOfFreedBlocks) {
   bt::on_fresh_thread([] {
     std::vector<void *> blocks;
@@ -154,8 +156,44 @@ TEST(HotReuse, AThreadKeepsAtMost4MiBOfFreedBlocks) {
     EXPECT_LE(bt::stats_now().thread_cached, before);  // the mallocs took them
     for (void *p : blocks) brisk_free(p);
     size_t kept = bt::stats_now().thread_cached;
-    EXPECT_LE(kept, size_t{4} << 20);
+    EXPECT_LE(kept, (size_t{4} << 20) + 2 * (size_t{128} << 10));
     EXPECT_GE(kept, size_t{3} << 20);  // the classes freed first fill the budget
+  });
+}
+
+// Blocks of 1-8 KiB (in 64 KiB pages) are not counted against the 4 MiB:
+// their frees take the small classes' path (the segment's free_class byte),
+// which keeps no count of the heap's bytes. With the budget full of bigger
+// blocks, each of their classes still fills its stack (64 blocks or 128 KiB),
+// past the 4 MiB, and the block freed last comes back first.
+TEST(HotReuse, BlocksOf1To8KiBStayHotWhenTheBigBlocksFillTheBudget) {
+  if (BRISK_TEST_CHECKED) GTEST_SKIP() << "the checked library keeps no hot stacks";
+  if (BRISK_TEST_SECURE) GTEST_SKIP() << "the secure library counts its classes above 1 KiB against the budget";
+  bt::on_fresh_thread([] {
+    std::vector<void *> big, small;
+    big.reserve(16);  // (a vector that grows frees blocks of these sizes)
+    small.reserve(512);
+    for (size_t n : {1000000, 900000, 700000, 500000, 400000})
+      for (int i = 0; i < 2; i++) ASSERT_NE(big.emplace_back(brisk_malloc(n)), nullptr);
+    const size_t sizes[] = {2048, 3072, 4096, 5120, 6144, 8192};  // (each a class's size)
+    size_t stackable = 0;
+    for (size_t n : sizes) {
+      for (int i = 0; i < 70; i++) ASSERT_NE(small.emplace_back(brisk_malloc(n)), nullptr);
+      stackable += std::min<size_t>(64, (128 << 10) / n) * n;
+    }
+    size_t before = bt::stats_now().thread_cached;
+    for (void *p : big) brisk_free(p);
+    size_t budget_spent = bt::stats_now().thread_cached - before;
+    ASSERT_LE(budget_spent, size_t{4} << 20);
+    for (void *p : small) brisk_free(p);
+    size_t stacked = bt::stats_now().thread_cached - before - budget_spent;
+    EXPECT_EQ(stacked, stackable);
+    EXPECT_GT(budget_spent + stacked, size_t{4} << 20);
+    // The last class's stack took its first 16 blocks (128 KiB), the last
+    // of them on top; the rest went to their pages.
+    void *top = small[small.size() - 70 + 15];
+    EXPECT_EQ(brisk_malloc(8192), top);
+    brisk_free(top);
   });
 }
 

@@ -231,8 +231,8 @@ static inline void page_flags_set(page_t *pg, uint8_t flags) {
   uint32_t alarm = flags & PAGE_IN_FULL ? n - (n + 15) / 16 + 1 : flags & PAGE_CURRENT ? 0 : 1;
   PUBLISH(pg->flags, flags);
   segment_t *seg = segment_base(pg);
-  /* (A page of another size than 64 KiB holds no direct size's blocks:
-   * its byte stays 0, as do those of its other 64 KiBs.) */
+  /* (A page of another size than 64 KiB holds no class at or below
+   * HOT_BOUNDED_MIN: its byte stays 0, as do those of its other 64 KiBs.) */
   PUBLISH(seg->free_class[pg - seg->pages],
           flags & (PAGE_COLD | PAGE_BIG | PAGE_HAS_ALIGNED) ? 0 : pg->size_class);
   PUBLISH(pg->used_past_alarm, (int32_t)(pg->used_past_alarm + (int32_t)was - (int32_t)alarm));

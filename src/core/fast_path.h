@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) block_t *hot_unlink(heap_t *h, hot_
 /* (No check of the block: the stack holds pointers, out of reach of a
  * write to a freed block.) */
 static inline __attribute__((always_inline)) block_t *hot_pop(heap_t *h, hot_list_t *hl, size_t size) {
-  block_t *b = hot_unlink(h, hl, size > DIRECT_SIZE_MAX);
+  block_t *b = hot_unlink(h, hl, size > HOT_BOUNDED_MIN);
   block_handed_out(b);
   /* (A malloc-free loop of one size is served here alone: the heartbeat
    * must come from here too, or its pages would never be purged.) */

@@ -25,7 +25,7 @@ static bool hot_class(unsigned cls) {
 
 uint8_t _bk_hot_flags(unsigned cls) {
   if (!hot_class(cls)) return PAGE_COLD;
-  return _bk_class_size(cls) > DIRECT_SIZE_MAX ? PAGE_HOT | PAGE_BIG : PAGE_HOT;
+  return _bk_class_size(cls) > HOT_BOUNDED_MIN ? PAGE_HOT | PAGE_BIG : PAGE_HOT;
 }
 
 /* Every heap's hot lists start as this template, built once with the size
@@ -112,7 +112,7 @@ void _bk_hot_flush(heap_t *h) {
       _bk_heap_free_local(h, page_of(segment_of(b), b), b);
     }
     while (hl->top[-1]) {
-      block_t *b = hot_unlink(h, hl, hl->block_size > DIRECT_SIZE_MAX);
+      block_t *b = hot_unlink(h, hl, hl->block_size > HOT_BOUNDED_MIN);
       _bk_heap_free_local(h, page_of(segment_of(b), b), b);
     }
   }

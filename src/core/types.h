@@ -233,7 +233,8 @@ typedef struct segment {
   list_node_t registry_link; /* every mapped segment (under the registry lock) */
   /* Byte i, for the segment's i-th 64 KiB: the class of the page there when
    * its blocks go on the owner's hot stack as they are (no PAGE_COLD,
-   * PAGE_BIG or PAGE_HAS_ALIGNED: a direct size's, so a page of 64 KiB),
+   * PAGE_BIG or PAGE_HAS_ALIGNED: a class up to HOT_BOUNDED_MIN, in a
+   * page of 64 KiB),
    * else 0; written with the flags (page_flags_set). The release library's
    * free reads it, not the page's line: in a large working set that line
    * left the cache long ago, and these 64 bytes serve all the segment's
@@ -269,7 +270,14 @@ typedef struct hot_list {
 #endif
 } hot_list_t;
 #define HOT_SLOTS 2048                   /* every class's limit, and a NULL below each (hot.c) */
-#define HOT_HEAP_BYTES ((size_t)4 << 20) /* the hot lists above the direct sizes */
+#define HOT_HEAP_BYTES ((size_t)4 << 20) /* the hot lists of classes above HOT_BOUNDED_MIN */
+/* Classes above it hold their hot blocks against the heap's HOT_HEAP_BYTES
+ * (PAGE_BIG); those below, in 64 KiB pages, are bounded per class alone,
+ * and their frees take the path of the direct sizes (free_class). The
+ * secure library's classes above the direct sizes all go through its hold
+ * (_bk_hot_free). */
+#define HOT_BOUNDED_MIN (BRISK_SECURE ? DIRECT_SIZE_MAX : SMALL_SIZE_MAX)
+_Static_assert(HOT_BOUNDED_MIN <= SMALL_SIZE_MAX, "the classes free_class names are in 64 KiB pages");
 /* A heap's blocks of one class on their way through the transfer cache
  * (transfer.c): other threads' blocks it freed, or took to hand out. A
  * batch's first block links to the next batch in word TRANSFER_WORD while
