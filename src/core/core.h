@@ -226,15 +226,36 @@ static inline uint32_t page_used(const page_t *pg) {
  * malloc-free loop took 20% longer). Another thread may read the count
  * and the alarm between the two stores here: statistics, which are a
  * moment's view anyway. */
+/* The release library's free_class code of a page with these flags, of
+ * class cls: the offset of the class's hot stack in heap_t.hot, in words
+ * (even: a hot_list_t is a multiple of 4 words, and x86-64 and arm64 scale
+ * an index by 8 in the address, so the free needs no multiply), plus
+ * FREE_CODE_SLOW when its blocks count against the heap's bound
+ * (PAGE_BIG); FREE_CODE_SLOW alone when they do not go on the stack as
+ * they are (PAGE_COLD, PAGE_HAS_ALIGNED). */
+#define HOT_LIST_WORDS (sizeof(hot_list_t) / sizeof(void *))
+static inline uint8_t free_class_code(uint8_t flags, unsigned cls) {
+#if !BRISK_SECURE
+  _Static_assert(sizeof(hot_list_t) % (2 * sizeof(void *)) == 0, "codes of a hot stack are even");
+  _Static_assert((CLASS_COUNT - 1) * HOT_LIST_WORDS + FREE_CODE_SLOW <= UINT8_MAX, "codes fit a byte");
+#endif
+  if (flags & (PAGE_COLD | PAGE_HAS_ALIGNED)) return FREE_CODE_SLOW;
+  unsigned code = cls * (unsigned)HOT_LIST_WORDS;
+  return (uint8_t)(flags & PAGE_BIG ? code | FREE_CODE_SLOW : code);
+}
+
+/* The hot stack an even free_class code names (an odd one's, less
+ * FREE_CODE_SLOW). */
+static inline hot_list_t *hot_of_code(heap_t *h, unsigned even_code) {
+  return (hot_list_t *)((void **)h->hot + even_code);
+}
+
 static inline void page_flags_set(page_t *pg, uint8_t flags) {
   uint32_t n = pg->reserved, was = pg->free_alarm;
   uint32_t alarm = flags & PAGE_IN_FULL ? n - (n + 15) / 16 + 1 : flags & PAGE_CURRENT ? 0 : 1;
   PUBLISH(pg->flags, flags);
   segment_t *seg = segment_base(pg);
-  /* (A page of another size than 64 KiB holds no class at or below
-   * HOT_BOUNDED_MIN: its byte stays 0, as do those of its other 64 KiBs.) */
-  PUBLISH(seg->free_class[pg - seg->pages],
-          flags & (PAGE_COLD | PAGE_BIG | PAGE_HAS_ALIGNED) ? 0 : pg->size_class);
+  segment_free_class_set(seg, (size_t)(pg - seg->pages), free_class_code(flags, pg->size_class));
   PUBLISH(pg->used_past_alarm, (int32_t)(pg->used_past_alarm + (int32_t)was - (int32_t)alarm));
   PUBLISH(pg->free_alarm, alarm);
 }

@@ -7,7 +7,7 @@
  *   free:   chunk map says "ours" -> segment (mask) -> the page's byte
  *           in seg->free_class; owned by this thread? push on that class's
  *           hot stack, or when it is full push page->free (the secure
- *           library, up to 1 KiB: the page's local_free)
+ *           library reads the page: up to 1 KiB it pushes its local_free)
  * No lock and no atomic read-modify-write on either; everything else is in
  * _bk_heap_malloc_generic (heap.c) and _bk_free_slow (alloc.c). */
 #ifndef BRISK_FAST_PATH_H
@@ -291,12 +291,11 @@ static inline __attribute__((always_inline)) void free_to_page(page_t *pg, void 
   else if (unlikely(page_take_back(pg, p))) _bk_heap_block_alarm(p);
 }
 
-/* The release library's free of p, a block of h's own of class cls, which
- * is hot (large: as in hot_unlink): on the class's stack, or when it is
+/* The release library's free of p, a block of h's own whose class is hot, on
+ * that class's stack hl (large: as in hot_unlink), or when it is
  * full to its page (_bk_free_to_page, a jump: inline, that second copy of
  * the page push made every free keep a stack frame). */
-static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, unsigned cls, void *p, bool large) {
-  hot_list_t *hl = &h->hot[cls];
+static inline __attribute__((always_inline)) void free_own_hot(heap_t *h, hot_list_t *hl, void *p, bool large) {
   if (unlikely(release_freed_twice(hot_top(hl), p))) _bk_double_free_jump(p);
   else if (!hot_push(h, hl, p, large)) _bk_free_to_page(p);
 }
@@ -317,24 +316,15 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
       _bk_secure_free_in(seg, p);
       return;
     }
-    unsigned cls = 0;
 #else
     /* (Read before the owner test, which it does not depend on: the two
      * loads overlap. Another thread's value is never acted on. The byte
      * of p's 64 KiB needs no page shift: see free_class.) */
-    unsigned cls = PEEK(seg->free_class[((uintptr_t)p >> SMALL_PAGE_SHIFT) & (MAX_PAGES_PER_SEGMENT - 1)]);
+    unsigned code = PEEK(seg->free_class[((uintptr_t)p >> SMALL_PAGE_SHIFT) & (MAX_PAGES_PER_SEGMENT - 1)]);
 #endif
     heap_t *h = _bk_tls_heap;
     if (likely(atomic_load_explicit(&seg->owner_uid, memory_order_relaxed) == h->uid)) {
-      /* In the release library, a block of a small class goes on its hot
-       * stack, told by the segment's byte without a read of the page. */
-      if (likely(cls)) {
-        free_own_hot(h, cls, p, false);
-        return;
-      }
-#if !BRISK_SECURE
-      page_t *pg = page_of(seg, p);
-#endif
+#if BRISK_SECURE
       /* The secure library's blocks of the direct sizes go back to their
        * page: current, parked as full or neither, one sign test
        * (page_flags_set). */
@@ -344,15 +334,26 @@ static inline __attribute__((always_inline)) void free_fast(void *p) {
         return;
       }
       if ((flags & (PAGE_BIG | PAGE_HAS_ALIGNED)) == PAGE_BIG) {
-#if BRISK_SECURE
         /* (Out of line, a jump: its hold, inline, made GCC save registers
          * on every free, the small blocks' too.) */
         _bk_hot_free(h, pg, p);
-#else
-        free_own_hot(h, pg->size_class, p, true);
-#endif
         return;
       }
+#else
+      /* Every class of the release library is hot: its block goes on the
+       * class's stack, which the segment's byte names without a read of
+       * the page (free_class_code; above 8 KiB counted against the heap's
+       * bound). A page with over-aligned blocks, or a free page, goes the
+       * generic way. */
+      if (likely(!(code & FREE_CODE_SLOW))) {
+        free_own_hot(h, hot_of_code(h, code), p, false);
+        return;
+      }
+      if (code != FREE_CODE_SLOW) {
+        free_own_hot(h, hot_of_code(h, code - FREE_CODE_SLOW), p, true);
+        return;
+      }
+#endif
     }
     _bk_heap_free_generic(seg, p);
     return;

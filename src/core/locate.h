@@ -108,11 +108,27 @@ static inline bool page_is_usable(segment_t *seg, size_t idx) {
   return area >= ((size_t)1 << seg->page_shift) / 2;
 }
 
+/* A free_class code (segment_t): odd sends an owner's free the slow way,
+ * through the page; FREE_CODE_SLOW alone, all the way (_bk_heap_free_generic). */
+#define FREE_CODE_SLOW 1
+
 /* No 64 KiB of seg holds a page whose frees go on a hot stack by its byte
  * (segment free_class): a paged segment set up anew, of any kind (a cached
  * one's bytes were its last life's). */
 static inline void segment_free_class_clear(segment_t *seg) {
-  for (size_t i = 0; i < MAX_PAGES_PER_SEGMENT; i++) PUBLISH(seg->free_class[i], 0);
+  for (size_t i = 0; i < MAX_PAGES_PER_SEGMENT; i++) PUBLISH(seg->free_class[i], FREE_CODE_SLOW);
+}
+
+/* The bytes of the 64 KiBs page idx of seg spans (one, eight or all 64),
+ * set to code. They are only ever set together, so the first tells whether
+ * they hold it already: a large page, parked as full and taken back again
+ * and again, rewrites its line only when its class's path changes. */
+static inline void segment_free_class_set(segment_t *seg, size_t idx, uint8_t code) {
+  if (BRISK_SECURE) return;
+  unsigned per_page = seg->page_shift - SMALL_PAGE_SHIFT;
+  uint8_t *bytes = &seg->free_class[idx << per_page];
+  if (PEEK(bytes[0]) == code) return;
+  for (size_t i = 0; i < (size_t)1 << per_page; i++) PUBLISH(bytes[i], code);
 }
 
 /* A page (re)initialized for a size class (page.c): its memory may hold

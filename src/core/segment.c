@@ -166,7 +166,7 @@ void _bk_segment_page_freed(segment_t *seg, page_t *pg) {
   size_t idx = (size_t)(pg - seg->pages);
   BRISK_ASSERT(pg->in_use && !((seg->free_page_mask >> idx) & 1) && seg->pages_in_use > 0);
   PUBLISH(pg->in_use, 0);
-  PUBLISH(seg->free_class[idx], 0); /* a free into a free page goes the slow way */
+  segment_free_class_set(seg, idx, FREE_CODE_SLOW); /* a free into a free page goes the slow way */
   page_secure_update(pg);
   PUBLISH(pg->needs_purge, 1);
   seg->resident_mask |= _bk_page_resident_bits(seg, pg);

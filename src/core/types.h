@@ -47,7 +47,6 @@
 
 #define DIRECT_SIZE_MAX 1024 /* sizes served by heap->direct[] */
 #define DIRECT_SLOTS (DIRECT_SIZE_MAX / 16 + 1)
-_Static_assert(DIRECT_SIZE_MAX <= SMALL_SIZE_MAX, "the direct sizes' pages are 64 KiB (segment free_class)");
 #define CLASS_COUNT 64 /* classes 1..63; 0 is unused */
 /* The doublings above 2, 4 and 8 KiB have a fifth class, an eighth above the
  * power of two (2304, 4608, 9216 B): a page-sized buffer with a header (a
@@ -231,15 +230,15 @@ typedef struct segment {
    * heap's huge blocks (under their locks). */
   list_node_t link;
   list_node_t registry_link; /* every mapped segment (under the registry lock) */
-  /* Byte i, for the segment's i-th 64 KiB: the class of the page there when
-   * its blocks go on the owner's hot stack as they are (no PAGE_COLD,
-   * PAGE_BIG or PAGE_HAS_ALIGNED: a class up to HOT_BOUNDED_MIN, in a
-   * page of 64 KiB),
-   * else 0; written with the flags (page_flags_set). The release library's
+  /* Byte i, for the segment's i-th 64 KiB: how the release library's
+   * owner frees a block of the page that spans it (free_class_code: the
+   * offset of the class's hot stack in the heap, odd for the slow path),
+   * written with the flags (page_flags_set) into every 64 KiB of the page,
+   * so that a free finds its byte without the segment's page shift. The
    * free reads it, not the page's line: in a large working set that line
    * left the cache long ago, and these 64 bytes serve all the segment's
    * pages. PUBLISHed by the owner, PEEKed by every free before its owner
-   * test. */
+   * test. (Not kept by the secure library, whose free reads the page.) */
   _Alignas(64) uint8_t free_class[MAX_PAGES_PER_SEGMENT];
   _Alignas(64) page_t pages[MAX_PAGES_PER_SEGMENT]; /* a page's hot fields on one line */
 } segment_t;
@@ -273,11 +272,10 @@ typedef struct hot_list {
 #define HOT_HEAP_BYTES ((size_t)4 << 20) /* the hot lists of classes above HOT_BOUNDED_MIN */
 /* Classes above it hold their hot blocks against the heap's HOT_HEAP_BYTES
  * (PAGE_BIG); those below, in 64 KiB pages, are bounded per class alone,
- * and their frees take the path of the direct sizes (free_class). The
- * secure library's classes above the direct sizes all go through its hold
- * (_bk_hot_free). */
+ * and neither their frees nor their mallocs keep a count of the heap's
+ * bytes. The secure library's classes above the direct sizes all go
+ * through its hold (_bk_hot_free). */
 #define HOT_BOUNDED_MIN (BRISK_SECURE ? DIRECT_SIZE_MAX : SMALL_SIZE_MAX)
-_Static_assert(HOT_BOUNDED_MIN <= SMALL_SIZE_MAX, "the classes free_class names are in 64 KiB pages");
 /* A heap's blocks of one class on their way through the transfer cache
  * (transfer.c): other threads' blocks it freed, or took to hand out. A
  * batch's first block links to the next batch in word TRANSFER_WORD while
